@@ -1,0 +1,200 @@
+//! Element types: the safe [`DataType`] and the [`Element`] trait that maps a Rust scalar
+//! to its DLPack type.
+
+use core::fmt;
+
+use crate::ffi::{DLDataType, DLDataTypeCode};
+
+/// The type of one tensor element: a DLPack `(code, bits, lanes)` triple.
+///
+/// Displays like NumPy names it: `float32`, `int64`, `bool`, `complex64`, `bfloat16`;
+/// vector types get a lane suffix (`float32x4`) and unknown codes their number.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DataType(DLDataType);
+
+impl DataType {
+    /// `bool`: code `kDLBool`, 8 bits.
+    pub const BOOL: Self = Self::new(DLDataTypeCode::kDLBool, 8, 1);
+    /// `int8`.
+    pub const I8: Self = Self::new(DLDataTypeCode::kDLInt, 8, 1);
+    /// `int16`.
+    pub const I16: Self = Self::new(DLDataTypeCode::kDLInt, 16, 1);
+    /// `int32`.
+    pub const I32: Self = Self::new(DLDataTypeCode::kDLInt, 32, 1);
+    /// `int64`.
+    pub const I64: Self = Self::new(DLDataTypeCode::kDLInt, 64, 1);
+    /// `uint8`.
+    pub const U8: Self = Self::new(DLDataTypeCode::kDLUInt, 8, 1);
+    /// `uint16`.
+    pub const U16: Self = Self::new(DLDataTypeCode::kDLUInt, 16, 1);
+    /// `uint32`.
+    pub const U32: Self = Self::new(DLDataTypeCode::kDLUInt, 32, 1);
+    /// `uint64`.
+    pub const U64: Self = Self::new(DLDataTypeCode::kDLUInt, 64, 1);
+    /// `float16` (IEEE half precision).
+    pub const F16: Self = Self::new(DLDataTypeCode::kDLFloat, 16, 1);
+    /// `float32`.
+    pub const F32: Self = Self::new(DLDataTypeCode::kDLFloat, 32, 1);
+    /// `float64`.
+    pub const F64: Self = Self::new(DLDataTypeCode::kDLFloat, 64, 1);
+    /// `bfloat16`.
+    pub const BF16: Self = Self::new(DLDataTypeCode::kDLBfloat, 16, 1);
+    /// `complex64`: two `float32`, real part first.
+    pub const C64: Self = Self::new(DLDataTypeCode::kDLComplex, 64, 1);
+    /// `complex128`: two `float64`, real part first.
+    pub const C128: Self = Self::new(DLDataTypeCode::kDLComplex, 128, 1);
+
+    /// A data type from its parts.
+    pub const fn new(code: DLDataTypeCode, bits: u8, lanes: u16) -> Self {
+        Self(DLDataType { code, bits, lanes })
+    }
+
+    /// The type code.
+    pub const fn code(self) -> DLDataTypeCode {
+        self.0.code
+    }
+
+    /// Bits per lane.
+    pub const fn bits(self) -> u8 {
+        self.0.bits
+    }
+
+    /// Lanes per element (1 for every scalar type).
+    pub const fn lanes(self) -> u16 {
+        self.0.lanes
+    }
+
+    /// Bytes per element, `(bits * lanes + 7) / 8` as the standard computes it.
+    pub const fn size_in_bytes(self) -> usize {
+        (self.0.bits as usize * self.0.lanes as usize).div_ceil(8)
+    }
+
+    /// The raw C struct.
+    pub const fn to_raw(self) -> DLDataType {
+        self.0
+    }
+
+    /// Wraps a raw C struct; any value is accepted.
+    pub const fn from_raw(raw: DLDataType) -> Self {
+        Self(raw)
+    }
+}
+
+impl From<DLDataType> for DataType {
+    fn from(raw: DLDataType) -> Self {
+        Self(raw)
+    }
+}
+
+impl From<DataType> for DLDataType {
+    fn from(dtype: DataType) -> Self {
+        dtype.0
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bits = self.bits();
+        match self.code() {
+            DLDataTypeCode::kDLBool if bits == 8 => f.write_str("bool")?,
+            DLDataTypeCode::kDLBool => write!(f, "bool{bits}")?,
+            DLDataTypeCode::kDLInt => write!(f, "int{bits}")?,
+            DLDataTypeCode::kDLUInt => write!(f, "uint{bits}")?,
+            DLDataTypeCode::kDLFloat => write!(f, "float{bits}")?,
+            DLDataTypeCode::kDLBfloat => write!(f, "bfloat{bits}")?,
+            DLDataTypeCode::kDLComplex => write!(f, "complex{bits}")?,
+            DLDataTypeCode::kDLOpaqueHandle => write!(f, "opaque{bits}")?,
+            code => match code.name() {
+                // "kDLFloat8_e4m3fn" -> "float8_e4m3fn"
+                Some(name) => {
+                    let name = name.trim_start_matches("kDL");
+                    let mut chars = name.chars();
+                    if let Some(first) = chars.next() {
+                        write!(f, "{}{}", first.to_ascii_lowercase(), chars.as_str())?;
+                    }
+                }
+                None => write!(f, "code{}_{bits}", code.0)?,
+            },
+        }
+        if self.lanes() != 1 {
+            write!(f, "x{}", self.lanes())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DataType({self})")
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust scalar that is laid out exactly like a DLPack element type.
+///
+/// Implemented for `i8`..`i64`, `u8`..`u64`, `f32`, `f64`, `bool`, and with features
+/// `half` (`half::f16`, `half::bf16`) and `complex` (`num_complex::Complex<f32>`,
+/// `Complex<f64>`). The trait is sealed: a wrong mapping would let safe code read
+/// foreign memory as the wrong type.
+///
+/// `bool` is the one type where not every byte is a valid value: an import of a `bool`
+/// tensor reads every element once (O(n)) and rejects bytes other than 0 and 1.
+///
+/// # Safety
+///
+/// - `size_of::<Self>()` equals `DTYPE.size_in_bytes()` and `DTYPE.lanes()` is 1;
+/// - the memory layout of `Self` is the one the standard gives `DTYPE` (native byte
+///   order; complex numbers as `(re, im)`);
+/// - every bit pattern of that size is a valid `Self`, unless `CHECK_BYTES` is true, in
+///   which case exactly the bytes 0 and 1 are valid (this is `bool`).
+pub unsafe trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The DLPack type of this scalar.
+    const DTYPE: DataType;
+    /// Whether an import must check every byte (only `bool`).
+    #[doc(hidden)]
+    const CHECK_BYTES: bool = false;
+}
+
+macro_rules! element {
+    ($($ty:ty => $dtype:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $ty {}
+        // SAFETY:
+        // - the size of the primitive matches the bits of the DataType constant;
+        // - the primitive is stored in native byte order as the standard requires;
+        // - every bit pattern is a valid value of the primitive.
+        unsafe impl Element for $ty {
+            const DTYPE: DataType = DataType::$dtype;
+        }
+    )*};
+}
+
+element! {
+    i8 => I8, i16 => I16, i32 => I32, i64 => I64,
+    u8 => U8, u16 => U16, u32 => U32, u64 => U64,
+    f32 => F32, f64 => F64,
+}
+
+impl sealed::Sealed for bool {}
+// SAFETY:
+// - `bool` is one byte, as `kDLBool` with 8 bits;
+// - `CHECK_BYTES` is true, so imports verify each byte is 0 or 1 before a view exists.
+unsafe impl Element for bool {
+    const DTYPE: DataType = DataType::BOOL;
+    const CHECK_BYTES: bool = true;
+}
+
+#[cfg(feature = "half")]
+element! { half::f16 => F16, half::bf16 => BF16 }
+
+#[cfg(feature = "complex")]
+element! { num_complex::Complex<f32> => C64, num_complex::Complex<f64> => C128 }
+
+#[cfg(feature = "complex")]
+const _: () = {
+    // `Complex<T>` is `#[repr(C)] { re: T, im: T }`: the standard's layout.
+    assert!(core::mem::size_of::<num_complex::Complex<f32>>() == 8);
+    assert!(core::mem::size_of::<num_complex::Complex<f64>>() == 16);
+};

@@ -1,0 +1,301 @@
+//! The DLPack 1.3 C ABI, mirrored field for field from `dlpack.h`.
+//!
+//! This module holds data only. Every struct is `#[repr(C)]` with the header's type and
+//! field names. The two C enums that a foreign producer fills in, `DLDeviceType` and
+//! `DLDataTypeCode`, are `#[repr(transparent)]` integer newtypes with associated
+//! constants: a value this crate does not know (from a newer minor version of the
+//! standard, or simply garbage) is a valid value of the newtype, whereas it would be
+//! undefined behaviour in a Rust `enum`.
+//!
+//! Use [`ManagedTensor`](crate::ManagedTensor) to own one of these structs safely.
+
+use core::ffi::c_void;
+use core::fmt;
+
+/// The major version of DLPack this crate implements (`DLPACK_MAJOR_VERSION`).
+pub const DLPACK_MAJOR_VERSION: u32 = 1;
+/// The minor version of DLPack this crate implements (`DLPACK_MINOR_VERSION`).
+pub const DLPACK_MINOR_VERSION: u32 = 3;
+
+/// The data is read-only: a consumer must not write through it (`1 << 0`).
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+/// The producer copied the data for this export: the consumer owns it alone (`1 << 1`).
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+/// Sub-byte elements are padded to a byte each instead of packed (`1 << 2`).
+pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+
+/// `DLPackVersion`: the ABI version of a [`DLManagedTensorVersioned`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DLPackVersion {
+    /// Incremented when the layout of `DLManagedTensorVersioned` changes.
+    pub major: u32,
+    /// Incremented when new enum values are added; the layout is unchanged.
+    pub minor: u32,
+}
+
+impl DLPackVersion {
+    /// The version this crate implements: 1.3.
+    pub const CURRENT: Self = Self {
+        major: DLPACK_MAJOR_VERSION,
+        minor: DLPACK_MINOR_VERSION,
+    };
+}
+
+/// `DLDeviceType`: the kind of device that holds the data.
+///
+/// A C `enum` of `int32_t` size, modelled as a newtype so that any value is sound.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct DLDeviceType(pub i32);
+
+#[allow(non_upper_case_globals)]
+impl DLDeviceType {
+    /// `kDLCPU`: ordinary host memory.
+    pub const kDLCPU: Self = Self(1);
+    /// `kDLCUDA`: CUDA device memory.
+    pub const kDLCUDA: Self = Self(2);
+    /// `kDLCUDAHost`: pinned host memory from `cudaMallocHost`, readable by the CPU.
+    pub const kDLCUDAHost: Self = Self(3);
+    /// `kDLOpenCL`: OpenCL device memory.
+    pub const kDLOpenCL: Self = Self(4);
+    /// `kDLVulkan`: Vulkan buffer.
+    pub const kDLVulkan: Self = Self(7);
+    /// `kDLMetal`: Metal buffer (Apple GPU).
+    pub const kDLMetal: Self = Self(8);
+    /// `kDLVPI`: Verilog simulator buffer.
+    pub const kDLVPI: Self = Self(9);
+    /// `kDLROCM`: ROCm device memory.
+    pub const kDLROCM: Self = Self(10);
+    /// `kDLROCMHost`: pinned host memory from `hipMallocHost`, readable by the CPU.
+    pub const kDLROCMHost: Self = Self(11);
+    /// `kDLExtDev`: reserved for extension devices.
+    pub const kDLExtDev: Self = Self(12);
+    /// `kDLCUDAManaged`: CUDA managed (unified) memory, readable by the CPU.
+    pub const kDLCUDAManaged: Self = Self(13);
+    /// `kDLOneAPI`: oneAPI (SYCL) unified shared memory.
+    pub const kDLOneAPI: Self = Self(14);
+    /// `kDLWebGPU`: WebGPU buffer.
+    pub const kDLWebGPU: Self = Self(15);
+    /// `kDLHexagon`: Qualcomm Hexagon DSP.
+    pub const kDLHexagon: Self = Self(16);
+    /// `kDLMAIA`: Microsoft MAIA device.
+    pub const kDLMAIA: Self = Self(17);
+    /// `kDLTrn`: AWS Trainium device.
+    pub const kDLTrn: Self = Self(18);
+
+    /// The header's name of a known value (`"kDLCPU"`), `None` for an unknown one.
+    pub const fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            1 => "kDLCPU",
+            2 => "kDLCUDA",
+            3 => "kDLCUDAHost",
+            4 => "kDLOpenCL",
+            7 => "kDLVulkan",
+            8 => "kDLMetal",
+            9 => "kDLVPI",
+            10 => "kDLROCM",
+            11 => "kDLROCMHost",
+            12 => "kDLExtDev",
+            13 => "kDLCUDAManaged",
+            14 => "kDLOneAPI",
+            15 => "kDLWebGPU",
+            16 => "kDLHexagon",
+            17 => "kDLMAIA",
+            18 => "kDLTrn",
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Debug for DLDeviceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "DLDeviceType({})", self.0),
+        }
+    }
+}
+
+/// `DLDevice`: a device type and an ordinal on it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DLDevice {
+    /// The kind of device.
+    pub device_type: DLDeviceType,
+    /// The device ordinal; 0 for CPU, pinned and managed memory.
+    pub device_id: i32,
+}
+
+/// `DLDataTypeCode`: the kind of a scalar, stored in [`DLDataType::code`] as `uint8_t`.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct DLDataTypeCode(pub u8);
+
+#[allow(non_upper_case_globals)]
+impl DLDataTypeCode {
+    /// `kDLInt`: signed integer.
+    pub const kDLInt: Self = Self(0);
+    /// `kDLUInt`: unsigned integer.
+    pub const kDLUInt: Self = Self(1);
+    /// `kDLFloat`: IEEE 754 floating point.
+    pub const kDLFloat: Self = Self(2);
+    /// `kDLOpaqueHandle`: opaque handle, for testing only.
+    pub const kDLOpaqueHandle: Self = Self(3);
+    /// `kDLBfloat`: bfloat16.
+    pub const kDLBfloat: Self = Self(4);
+    /// `kDLComplex`: complex number stored as `(re, im)`.
+    pub const kDLComplex: Self = Self(5);
+    /// `kDLBool`: boolean, one byte holding 0 or 1.
+    pub const kDLBool: Self = Self(6);
+    /// `kDLFloat8_e3m4`.
+    pub const kDLFloat8_e3m4: Self = Self(7);
+    /// `kDLFloat8_e4m3`.
+    pub const kDLFloat8_e4m3: Self = Self(8);
+    /// `kDLFloat8_e4m3b11fnuz`.
+    pub const kDLFloat8_e4m3b11fnuz: Self = Self(9);
+    /// `kDLFloat8_e4m3fn`.
+    pub const kDLFloat8_e4m3fn: Self = Self(10);
+    /// `kDLFloat8_e4m3fnuz`.
+    pub const kDLFloat8_e4m3fnuz: Self = Self(11);
+    /// `kDLFloat8_e5m2`.
+    pub const kDLFloat8_e5m2: Self = Self(12);
+    /// `kDLFloat8_e5m2fnuz`.
+    pub const kDLFloat8_e5m2fnuz: Self = Self(13);
+    /// `kDLFloat8_e8m0fnu`.
+    pub const kDLFloat8_e8m0fnu: Self = Self(14);
+    /// `kDLFloat6_e2m3fn` (bits must be 6).
+    pub const kDLFloat6_e2m3fn: Self = Self(15);
+    /// `kDLFloat6_e3m2fn` (bits must be 6).
+    pub const kDLFloat6_e3m2fn: Self = Self(16);
+    /// `kDLFloat4_e2m1fn` (bits must be 4).
+    pub const kDLFloat4_e2m1fn: Self = Self(17);
+
+    /// The header's name of a known value (`"kDLFloat"`), `None` for an unknown one.
+    pub const fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            0 => "kDLInt",
+            1 => "kDLUInt",
+            2 => "kDLFloat",
+            3 => "kDLOpaqueHandle",
+            4 => "kDLBfloat",
+            5 => "kDLComplex",
+            6 => "kDLBool",
+            7 => "kDLFloat8_e3m4",
+            8 => "kDLFloat8_e4m3",
+            9 => "kDLFloat8_e4m3b11fnuz",
+            10 => "kDLFloat8_e4m3fn",
+            11 => "kDLFloat8_e4m3fnuz",
+            12 => "kDLFloat8_e5m2",
+            13 => "kDLFloat8_e5m2fnuz",
+            14 => "kDLFloat8_e8m0fnu",
+            15 => "kDLFloat6_e2m3fn",
+            16 => "kDLFloat6_e3m2fn",
+            17 => "kDLFloat4_e2m1fn",
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Debug for DLDataTypeCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "DLDataTypeCode({})", self.0),
+        }
+    }
+}
+
+/// `DLDataType`: the type of one element, e.g. float32 is `(kDLFloat, 32, 1)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DLDataType {
+    /// The kind of scalar.
+    pub code: DLDataTypeCode,
+    /// Bits per lane.
+    pub bits: u8,
+    /// Lanes per element (1 for scalars; more for vector types).
+    pub lanes: u16,
+}
+
+/// `DLTensor`: a plain, unowned description of strided memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DLTensor {
+    /// Opaque data pointer; element 0 is at `data + byte_offset`. NULL is allowed for
+    /// a tensor with no elements.
+    pub data: *mut c_void,
+    /// Where the data lives.
+    pub device: DLDevice,
+    /// Number of dimensions; 0 for a scalar.
+    pub ndim: i32,
+    /// Element type.
+    pub dtype: DLDataType,
+    /// `ndim` extents. May be NULL when `ndim == 0` (since DLPack 1.3).
+    pub shape: *mut i64,
+    /// `ndim` strides in elements (not bytes). NULL means C-contiguous (before DLPack
+    /// 1.2; later producers must fill it when `ndim != 0`).
+    pub strides: *mut i64,
+    /// Offset in bytes from `data` to element 0.
+    pub byte_offset: u64,
+}
+
+/// `DLManagedTensor`: the legacy (pre-1.0) owning wrapper of a [`DLTensor`].
+///
+/// Deprecated by the standard in favour of [`DLManagedTensorVersioned`], but still the
+/// only form some consumers (JAX) ask for.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensor {
+    /// The tensor.
+    pub dl_tensor: DLTensor,
+    /// The producer's context, opaque to the consumer.
+    pub manager_ctx: *mut c_void,
+    /// Frees the tensor, this struct included; called once by the consumer. May be NULL.
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+/// `DLManagedTensorVersioned`: the DLPack 1.x owning wrapper of a [`DLTensor`].
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    /// ABI version. A consumer must check `version.major` before reading anything but
+    /// `manager_ctx` and `deleter`.
+    pub version: DLPackVersion,
+    /// The producer's context, opaque to the consumer.
+    pub manager_ctx: *mut c_void,
+    /// Frees the tensor, this struct included; called once by the consumer. May be NULL.
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    /// Bitmask of `DLPACK_FLAG_BITMASK_*`.
+    pub flags: u64,
+    /// The tensor.
+    pub dl_tensor: DLTensor,
+}
+
+// Layout checks against `dlpack.h` on 64-bit targets (gcc x86_64 LP64 offsets).
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<DLPackVersion>() == 8 && align_of::<DLPackVersion>() == 4);
+    assert!(size_of::<DLDeviceType>() == 4);
+    assert!(size_of::<DLDevice>() == 8 && offset_of!(DLDevice, device_id) == 4);
+    assert!(size_of::<DLDataTypeCode>() == 1);
+    assert!(size_of::<DLDataType>() == 4 && align_of::<DLDataType>() == 2);
+    assert!(offset_of!(DLDataType, bits) == 1 && offset_of!(DLDataType, lanes) == 2);
+    assert!(size_of::<DLTensor>() == 48 && align_of::<DLTensor>() == 8);
+    assert!(offset_of!(DLTensor, data) == 0);
+    assert!(offset_of!(DLTensor, device) == 8);
+    assert!(offset_of!(DLTensor, ndim) == 16);
+    assert!(offset_of!(DLTensor, dtype) == 20);
+    assert!(offset_of!(DLTensor, shape) == 24);
+    assert!(offset_of!(DLTensor, strides) == 32);
+    assert!(offset_of!(DLTensor, byte_offset) == 40);
+    assert!(size_of::<DLManagedTensor>() == 64);
+    assert!(offset_of!(DLManagedTensor, manager_ctx) == 48);
+    assert!(offset_of!(DLManagedTensor, deleter) == 56);
+    assert!(size_of::<DLManagedTensorVersioned>() == 80);
+    assert!(offset_of!(DLManagedTensorVersioned, manager_ctx) == 8);
+    assert!(offset_of!(DLManagedTensorVersioned, deleter) == 16);
+    assert!(offset_of!(DLManagedTensorVersioned, flags) == 24);
+    assert!(offset_of!(DLManagedTensorVersioned, dl_tensor) == 32);
+};

@@ -1,0 +1,109 @@
+//! Zero-copy [DLPack](https://dmlc.github.io/dlpack/latest/) exchange for
+//! [`ndarray`](https://docs.rs/ndarray): share arrays with NumPy, PyTorch, JAX and other
+//! Rust frameworks at the cost of a pointer hand-off, without leaks, double frees or
+//! undefined behaviour, whatever a foreign producer sends.
+//!
+#![cfg_attr(all(feature = "ndarray", feature = "derive"), doc = "```")]
+#![cfg_attr(not(all(feature = "ndarray", feature = "derive")), doc = "```ignore")]
+//! use dlpack_core::{FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
+//! use ndarray::{Array1, Array2, Ix2};
+//!
+//! // One array: the buffer moves into the tensor, nothing is copied.
+//! let a = Array2::<f32>::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f32);
+//! let ptr = a.as_ptr();
+//! let t: ManagedTensor = a.to_dlpack()?;
+//! assert_eq!(t.as_array::<f32, Ix2>()?.dim(), (3, 4)); // checked, borrowed view
+//! let back = Array2::<f32>::from_dlpack(t)?; // our own export comes back as it left
+//! assert_eq!(back.as_ptr(), ptr);
+//!
+//! // A struct of arrays: named tensors, like a PyTorch `state_dict`.
+//! #[derive(ToDLPack, FromDLPack)]
+//! struct Linear {
+//!     weight: Array2<f32>,
+//!     bias: Array1<f32>,
+//! }
+//! #[derive(ToDLPack, FromDLPack)]
+//! struct Model {
+//!     fc1: Linear,
+//!     fc2: Linear,
+//!     #[dlpack(skip)]
+//!     steps: u64,
+//! }
+//! let layer = |i, o| Linear { weight: Array2::zeros((o, i)), bias: Array1::zeros(o) };
+//! let model = Model { fc1: layer(4, 8), fc2: layer(8, 2), steps: 10 };
+//! let batch: TensorBatch = model.to_dlpack()?;
+//! assert_eq!(
+//!     batch.names().collect::<Vec<_>>(),
+//!     ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+//! );
+//! let model = Model::from_dlpack(batch)?; // strict: missing/extra/mismatched are errors
+//! assert_eq!(model.fc2.weight.dim(), (2, 8));
+//! assert_eq!(model.steps, 0); // skipped fields come back as `Default`
+//! # Ok::<(), dlpack_core::Error>(())
+//! ```
+//!
+//! # Layers
+//!
+//! - [`ffi`]: the `#[repr(C)]` DLPack 1.3 ABI, versioned and legacy.
+//! - [`DataType`], [`Device`], [`Element`]: safe descriptions of what the data is and
+//!   where it lives.
+//! - [`ManagedTensor`]: the one owning handle; its deleter runs exactly once.
+//! - ndarray (feature `ndarray`): [`ToDLPack`]/[`FromDLPack`] for arrays,
+//!   `ManagedTensor::as_array`/`as_array_mut`, and the owned import `DLPackArray`.
+//! - [`TensorBatch`]: named tensors, and the derives (feature `derive`).
+//! - `python` (feature `pyo3`): `__dlpack__` objects for NumPy, PyTorch and JAX, and
+//!   import of any `__dlpack__` producer.
+//! - `dlpark` (feature `dlpark`): zero-copy hand-off to the `dlpark` crate.
+//!
+//! # Features
+//!
+//! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds
+//! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop and `dlpark` the bridge.
+//! With `--no-default-features` the crate is the bare ABI and ownership layer.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod batch;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod ffi;
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+mod layout;
+#[cfg(feature = "ndarray")]
+mod ndarray;
+mod tensor;
+mod traits;
+
+pub use batch::{IntoIter, Iter, TensorBatch};
+pub use device::Device;
+pub use dtype::{DataType, Element};
+pub use error::{Error, Result};
+pub use tensor::ManagedTensor;
+pub use traits::{FromDLPack, ToDLPack, join_name};
+
+#[cfg(feature = "ndarray")]
+pub use crate::ndarray::DLPackArray;
+
+/// The `ndarray` version this crate is built against, re-exported so that versions match.
+#[cfg(feature = "ndarray")]
+pub use ::ndarray as nd;
+
+/// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
+/// tensor per array, named after the fields as a PyTorch `state_dict` would name them.
+///
+/// Field attributes: `#[dlpack(rename = "name")]`, `#[dlpack(skip)]`,
+/// `#[dlpack(flatten)]` (nest without a prefix). Container attributes:
+/// `#[dlpack(crate = "path")]`, `#[dlpack(bound = "T: Trait")]`.
+#[cfg(feature = "derive")]
+pub use dlpack_derive::ToDLPack;
+
+/// Derives [`FromDLPack`] for a struct of arrays: it imports from a [`TensorBatch`],
+/// strictly (missing, unexpected and mismatched tensors are errors naming the tensor).
+///
+/// Attributes as for [`ToDLPack`](derive@ToDLPack); `skip`ped fields are filled with
+/// `Default::default()`.
+#[cfg(feature = "derive")]
+pub use dlpack_derive::FromDLPack;
+
+#[doc(hidden)]
+pub mod __private;

@@ -1,0 +1,636 @@
+//! ndarray interop: exports of every array kind, checked borrowed views, and the owned
+//! zero-copy import [`DLPackArray`].
+//!
+//! | value | export | import |
+//! |---|---|---|
+//! | `Array<A, D>` | zero-copy move, writable | our own `Array` export comes back without a copy; anything else is copied into standard layout |
+//! | `ArcArray<A, D>` | zero-copy; `READ_ONLY` unless it was the only handle (then as `Array`) | as `Array`, then shared |
+//! | `CowArray<A, D>` | owned: as `Array`; view: copy | — |
+//! | `ArrayView`, `ArrayViewMut`, `&ArrayBase` | copy, flagged `IS_COPIED` | `as_array` / `as_array_mut` borrow |
+//! | [`DLPackArray<A, D>`] | the tensor it holds | zero-copy, validated once |
+//!
+//! Exports keep the array's real layout (C, F, sliced, stepped, negative strides), with
+//! `byte_offset` 0 and one heap allocation for header, shape, strides and owner.
+
+use core::ffi::c_void;
+use core::fmt;
+use core::ptr::NonNull;
+
+use ndarray::{
+    ArcArray, Array, ArrayBase, ArrayView, ArrayViewMut, Axis, CowArray, Data, Dimension, Ix0, Ix1,
+    Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, RawArrayViewMut, ShapeBuilder,
+};
+
+use crate::batch::TensorBatch;
+use crate::device::Device;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::ffi::{
+    DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::layout;
+use crate::tensor::{Desc, Dims, ManagedTensor, NativeStrides, build};
+use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
+
+// ---------------------------------------------------------------------------------------
+// Import: checked views.
+// ---------------------------------------------------------------------------------------
+
+impl ManagedTensor {
+    /// A read-only ndarray view of the tensor, after checking everything a foreign
+    /// producer could get wrong.
+    ///
+    /// Checks, in order: the device is CPU-accessible (`kDLCPU`, `kDLCUDAHost`,
+    /// `kDLROCMHost`, `kDLCUDAManaged`); the dtype is `A`'s with one lane; the rank is
+    /// `D`'s (any for `IxDyn`); no extent is negative; element count, element span and
+    /// byte span fit `isize`; data is non-NULL unless the tensor is empty (NULL is fine
+    /// then); `data + byte_offset` is aligned for `A`. NULL strides mean C-contiguous,
+    /// strides of axes with extent 0 or 1 are ignored, and negative strides are
+    /// supported (the view is built at the lowest address and the axis inverted).
+    ///
+    /// For `A = bool` every element is read once to check it is 0 or 1: any other byte
+    /// in a `bool` is undefined behaviour in Rust. That makes a `bool` view O(n); every
+    /// other type is O(ndim).
+    ///
+    /// ```
+    /// use dlpack_core::ToDLPack;
+    /// use ndarray::{array, Ix2};
+    ///
+    /// let t = array![[1i64, 2, 3], [4, 5, 6]].to_dlpack()?;
+    /// let view = t.as_array::<i64, Ix2>()?;
+    /// assert_eq!(view[[1, 2]], 6);
+    /// assert!(t.as_array::<f32, Ix2>().is_err()); // wrong dtype
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn as_array<A: Element, D: Dimension + 'static>(&self) -> Result<ArrayView<'_, A, D>> {
+        let raw = self.raw_view::<A, D>(false)?;
+        // SAFETY:
+        // - `raw_view` checked the pointer is non-null and aligned and that every element
+        //   lies in the span the producer described, which the `from_raw` contract makes
+        //   readable, initialised memory of type `A` (bools were checked byte by byte);
+        // - the memory lives until the deleter runs, after `self`, hence after `'_`;
+        // - nobody writes it meanwhile: no `&mut self` can coexist with this borrow, and
+        //   the `from_raw` contract rules out other writers.
+        Ok(unsafe { raw.deref_into_view() })
+    }
+
+    /// A mutable ndarray view: the checks of [`as_array`](Self::as_array), and also that
+    /// the tensor is not `READ_ONLY` and that no two indices share an element.
+    pub fn as_array_mut<A: Element, D: Dimension + 'static>(
+        &mut self,
+    ) -> Result<ArrayViewMut<'_, A, D>> {
+        let raw = self.raw_view::<A, D>(true)?;
+        // SAFETY:
+        // - as in `as_array`, and the memory is writable (not `READ_ONLY`, `from_raw`
+        //   contract) with no two indices aliasing (`check_no_overlap`);
+        // - `&mut self` makes this the only view borrowed from the tensor, and the
+        //   `from_raw` contract rules out other readers and writers meanwhile.
+        Ok(unsafe { raw.deref_into_view_mut() })
+    }
+
+    /// Validates the tensor as an array of `A` with dimension `D` and returns a raw view.
+    fn raw_view<A: Element, D: Dimension + 'static>(
+        &self,
+        mutable: bool,
+    ) -> Result<RawArrayViewMut<A, D>> {
+        let device = self.device();
+        if !device.is_cpu_accessible() {
+            return Err(Error::UnsupportedDevice { device });
+        }
+        let dtype = self.dtype();
+        if dtype.lanes() != 1 {
+            return Err(Error::UnsupportedLanes { dtype });
+        }
+        if dtype != A::DTYPE {
+            return Err(Error::DtypeMismatch {
+                expected: A::DTYPE,
+                found: dtype,
+            });
+        }
+        let ndim = self.ndim();
+        if let Some(expected) = D::NDIM {
+            if expected != ndim {
+                return Err(Error::NdimMismatch {
+                    expected,
+                    found: ndim,
+                });
+            }
+        }
+        if mutable && self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        let mut dim = D::zeros(ndim);
+        let mut strides = D::zeros(ndim);
+        let size = size_of::<A>();
+        let plan = layout::plan(
+            self.shape(),
+            self.strides(),
+            size,
+            dim.slice_mut(),
+            strides.slice_mut(),
+        )?;
+        if mutable {
+            layout::check_no_overlap(dim.slice(), strides.slice())?;
+        }
+        let delta = layout::check_address(
+            self.data() as usize,
+            self.byte_offset(),
+            &plan,
+            size,
+            align_of::<A>(),
+        )?;
+        let ptr: *mut A = if plan.count == 0 {
+            NonNull::dangling().as_ptr()
+        } else {
+            self.data().wrapping_byte_offset(delta).cast()
+        };
+        // SAFETY:
+        // - `ptr` is non-null: dangling for an empty tensor, else `check_address` proved
+        //   `data` non-null and the lowest address non-zero;
+        // - an empty tensor has all strides 0, so every offset along an axis is 0;
+        //   otherwise every reachable pointer lies within the `plan.span` elements that
+        //   start at `ptr`, which the producer guarantees is one allocation;
+        // - `plan` proved the byte span and the product of non-zero extents fit `isize`;
+        // - strides are non-negative, at most `isize::MAX` (bounded by the span).
+        let mut raw = unsafe { RawArrayViewMut::from_shape_ptr(dim.strides(strides), ptr) };
+        if plan.count > 0 {
+            if let Some(given) = self.strides() {
+                for (axis, &stride) in given.iter().enumerate() {
+                    if stride < 0 && raw.len_of(Axis(axis)) > 1 {
+                        raw.invert_axis(Axis(axis));
+                    }
+                }
+            }
+        }
+        if A::CHECK_BYTES {
+            check_bool_bytes(&raw)?;
+        }
+        Ok(raw)
+    }
+}
+
+/// Checks that every element of a one-byte view is 0 or 1.
+fn check_bool_bytes<A, D: Dimension>(raw: &RawArrayViewMut<A, D>) -> Result<()> {
+    debug_assert_eq!(size_of::<A>(), 1);
+    let bytes = raw.clone().cast::<u8>();
+    // SAFETY:
+    // - the caller validated `raw` as in `raw_view`: aligned (align 1), in bounds, and
+    //   the producer guarantees the bytes are initialised and not written meanwhile;
+    // - `u8` accepts every initialised byte.
+    let view = unsafe { bytes.deref_into_view() };
+    match view.iter().position(|&b| b > 1) {
+        None => Ok(()),
+        Some(index) => Err(Error::InvalidBool {
+            index,
+            byte: view.iter().nth(index).copied().unwrap_or(0),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Owned zero-copy import.
+// ---------------------------------------------------------------------------------------
+
+/// An owned, zero-copy import: a [`ManagedTensor`] validated once as an array of `A`
+/// with dimension `D`.
+///
+/// ndarray's storage traits are sealed, so an `Array` cannot own foreign memory; this
+/// wrapper holds the tensor (its deleter runs when the wrapper drops) and lends views.
+///
+/// ```
+/// use dlpack_core::{DLPackArray, ToDLPack};
+/// use ndarray::{array, Ix1};
+///
+/// let t = array![1.0f32, 2.0, 3.0].to_dlpack()?;
+/// let mut a = DLPackArray::<f32, Ix1>::new(t)?;
+/// a.view_mut()?[0] = 10.0;
+/// assert_eq!(a.view().sum(), 15.0);
+/// let owned = a.into_owned(); // our own export: no copy
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+pub struct DLPackArray<A, D> {
+    raw: RawArrayViewMut<A, D>,
+    writable: Option<Error>,
+    tensor: ManagedTensor,
+}
+
+// SAFETY:
+// - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
+// - `A: Element` is `Send`, and moving the wrapper moves no element.
+unsafe impl<A: Element, D: Dimension + 'static> Send for DLPackArray<A, D> {}
+// SAFETY:
+// - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
+// - `tensor` is `Sync`.
+unsafe impl<A: Element, D: Dimension + 'static> Sync for DLPackArray<A, D> {}
+
+impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
+    /// Validates `tensor` as [`ManagedTensor::as_array`] does and keeps it. On error the
+    /// tensor is dropped (its deleter runs).
+    pub fn new(tensor: ManagedTensor) -> Result<Self> {
+        let raw = tensor.raw_view::<A, D>(false)?;
+        let writable = if tensor.is_read_only() {
+            Some(Error::ReadOnly)
+        } else {
+            let dim = raw.raw_dim();
+            let strides = abs_strides(&raw);
+            layout::check_no_overlap(dim.slice(), strides.slice()).err()
+        };
+        Ok(Self {
+            raw,
+            writable,
+            tensor,
+        })
+    }
+
+    /// A read-only view.
+    pub fn view(&self) -> ArrayView<'_, A, D> {
+        // SAFETY: `raw` passed `raw_view`'s checks (see `ManagedTensor::as_array`), and
+        // the view borrows `self`, which owns the tensor.
+        unsafe { self.raw.clone().deref_into_view() }
+    }
+
+    /// A mutable view; an error if the tensor is `READ_ONLY` or its strides alias.
+    pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>> {
+        if let Some(err) = &self.writable {
+            return Err(err.clone());
+        }
+        // SAFETY: as `view`, and the memory is writable without aliasing (checked in
+        // `new`), with `&mut self` excluding every other view borrowed from us.
+        Ok(unsafe { self.raw.clone().deref_into_view_mut() })
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.raw.shape()
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// Gives back the tensor.
+    pub fn into_inner(self) -> ManagedTensor {
+        self.tensor
+    }
+
+    /// An owned `Array`: our own `Array` export comes back without a copy; anything
+    /// else is copied into standard layout.
+    pub fn into_owned(self) -> Array<A, D> {
+        match reclaim::<A, D>(self.tensor) {
+            Ok(array) => array,
+            Err(tensor) => {
+                // SAFETY: `raw` still describes `tensor`'s memory, alive until it drops.
+                let view = unsafe { self.raw.deref_into_view() };
+                let owned = view.as_standard_layout().into_owned();
+                drop(tensor);
+                owned
+            }
+        }
+    }
+}
+
+impl<A: Element + fmt::Debug, D: Dimension + 'static> fmt::Debug for DLPackArray<A, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DLPackArray")
+            .field("array", &self.view())
+            .field("tensor", &self.tensor)
+            .finish()
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> TryFrom<ManagedTensor> for DLPackArray<A, D> {
+    type Error = Error;
+    fn try_from(tensor: ManagedTensor) -> Result<Self> {
+        Self::new(tensor)
+    }
+}
+
+fn abs_strides<A, D: Dimension>(raw: &RawArrayViewMut<A, D>) -> D {
+    let mut strides = raw.raw_dim();
+    for (out, &s) in strides.slice_mut().iter_mut().zip(raw.strides()) {
+        *out = s.unsigned_abs();
+    }
+    strides
+}
+
+// ---------------------------------------------------------------------------------------
+// Reclaiming our own exports.
+// ---------------------------------------------------------------------------------------
+
+/// Calls `$f::<E>()` for every dimension type an export could have used.
+macro_rules! each_dim {
+    ($f:ident) => {
+        $f!(Ix0);
+        $f!(Ix1);
+        $f!(Ix2);
+        $f!(Ix3);
+        $f!(Ix4);
+        $f!(Ix5);
+        $f!(Ix6);
+        $f!(IxDyn);
+    };
+}
+
+/// The `Array` inside one of our `Array` or `ArcArray` exports of `A` with the rank of
+/// `D`, without copying (an `ArcArray` still shared elsewhere is copied); else the
+/// tensor back.
+fn reclaim<A: Element, D: Dimension + 'static>(
+    tensor: ManagedTensor,
+) -> Result<Array<A, D>, ManagedTensor> {
+    if !tensor.is_own() || tensor.dtype() != A::DTYPE {
+        return Err(tensor);
+    }
+    if D::NDIM.is_some_and(|n| n != tensor.ndim()) {
+        return Err(tensor);
+    }
+    let mut tensor = tensor;
+    macro_rules! try_dim {
+        ($E:ty) => {
+            tensor = match tensor.into_owner::<Array<A, $E>>() {
+                Ok(array) => return into_dim(array).ok_or_else(|| unreachable_rank()),
+                Err(t) => t,
+            };
+            tensor = match tensor.into_owner::<ArcArray<A, $E>>() {
+                Ok(array) => return into_dim(array.into_owned()).ok_or_else(|| unreachable_rank()),
+                Err(t) => t,
+            };
+        };
+    }
+    each_dim!(try_dim);
+    Err(tensor)
+}
+
+fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Option<Array<A, D>> {
+    array.into_dimensionality::<D>().ok()
+}
+
+#[cold]
+fn unreachable_rank() -> ManagedTensor {
+    // The rank was checked against the header before the owner was taken, and our
+    // headers always describe their owner.
+    unreachable!("owner rank differs from its own header")
+}
+
+// ---------------------------------------------------------------------------------------
+// Export.
+// ---------------------------------------------------------------------------------------
+
+/// Exports an owner that keeps an array's elements alive at a stable address.
+///
+/// # Safety
+///
+/// - `data(owner)` returns the address of element `[0, ...]` of an array with extents
+///   `dim` and strides `strides` (ndarray bit patterns) whose elements the owner keeps
+///   alive, unmoved, for as long as it lives untouched;
+/// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
+///   with it, nobody writes them.
+unsafe fn export_owner<A: Element, O: Send + 'static>(
+    owner: O,
+    data: impl FnOnce(&mut O) -> *mut c_void,
+    dim: &[usize],
+    strides: &[usize],
+    flags: u64,
+) -> Result<ManagedTensor> {
+    layout::check_native_layout(dim, strides.len())?;
+    let desc = Desc {
+        dims: Dims::Native {
+            shape: dim,
+            strides: NativeStrides::Bits(strides),
+        },
+        dtype: A::DTYPE,
+        device: Device::CPU,
+        byte_offset: 0,
+        flags,
+    };
+    // SAFETY:
+    // - `check_native_layout` checked the rank fits i32 and the extents fit i64, and
+    //   there is one stride per axis;
+    // - the caller guarantees the data requirements for as long as the owner lives;
+    //   `A: Element` makes the dtype describe the memory.
+    Ok(unsafe { build::<DLManagedTensorVersioned, O>(owner, data, desc) })
+}
+
+/// ndarray's strides of `array` as `usize` bit patterns, in a `D` (no heap allocation
+/// for fixed ranks).
+fn stride_bits<S: ndarray::RawData, D: Dimension>(array: &ArrayBase<S, D>) -> D {
+    let mut bits = array.raw_dim();
+    for (out, &s) in bits.slice_mut().iter_mut().zip(array.strides()) {
+        *out = s as usize;
+    }
+    bits
+}
+
+fn export_array<A: Element, D: Dimension + 'static>(
+    array: Array<A, D>,
+    flags: u64,
+) -> Result<ManagedTensor> {
+    let dim = array.raw_dim();
+    let strides = stride_bits(&array);
+    // SAFETY:
+    // - `as_mut_ptr` of an owned array is element `[0, ...]` of its own heap buffer,
+    //   and `dim`/`strides` are the array's: ndarray keeps every index in bounds;
+    // - moving an `Array` does not move its heap buffer, and the owner is untouched
+    //   until the deleter drops it;
+    // - the array owned its buffer uniquely, so nobody else accesses the elements.
+    unsafe {
+        export_owner::<A, _>(
+            array,
+            |a| a.as_mut_ptr().cast(),
+            dim.slice(),
+            strides.slice(),
+            flags,
+        )
+    }
+}
+
+fn export_shared<A: Element, D: Dimension + 'static>(
+    array: ArcArray<A, D>,
+) -> Result<ManagedTensor> {
+    let dim = array.raw_dim();
+    let strides = stride_bits(&array);
+    // SAFETY:
+    // - `as_ptr` is element `[0, ...]` of the shared buffer and `dim`/`strides` are the
+    //   array's, so every index is in bounds; the owner's `Arc` keeps the buffer alive
+    //   and moving it does not move the buffer;
+    // - the tensor is `READ_ONLY`, and nobody else writes the buffer: `ArcArray` is
+    //   copy-on-write, so any handle that mutates first copies, since ours keeps the
+    //   reference count above one.
+    unsafe {
+        export_owner::<A, _>(
+            array,
+            |a| a.as_ptr().cast_mut().cast(),
+            dim.slice(),
+            strides.slice(),
+            DLPACK_FLAG_BITMASK_READ_ONLY,
+        )
+    }
+}
+
+fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
+    array: &ArrayBase<S, D>,
+) -> Result<ManagedTensor> {
+    export_array(array.to_owned(), DLPACK_FLAG_BITMASK_IS_COPIED)
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for Array<A, D> {
+    type Output = ManagedTensor;
+    /// Moves the buffer into the tensor: zero-copy, writable.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        export_array(self, 0)
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for ArcArray<A, D> {
+    type Output = ManagedTensor;
+    /// Shares the buffer: zero-copy and `READ_ONLY`, or writable like an `Array` if this
+    /// was the only handle.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        match self.try_into_owned_nocopy() {
+            Ok(array) => export_array(array, 0),
+            Err(shared) => export_shared(shared),
+        }
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for CowArray<'_, A, D> {
+    type Output = ManagedTensor;
+    /// The owned variant moves like an `Array`; the borrowed one is copied.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        if self.is_owned() {
+            export_array(self.into_owned(), 0)
+        } else {
+            export_copy(&self)
+        }
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for ArrayView<'_, A, D> {
+    type Output = ManagedTensor;
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        export_copy(&self)
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for ArrayViewMut<'_, A, D> {
+    type Output = ManagedTensor;
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        export_copy(&self)
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, S: Data<Elem = A>, D: Dimension + 'static> ToDLPack for &ArrayBase<S, D> {
+    type Output = ManagedTensor;
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        export_copy(self)
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> FromDLPack for Array<A, D> {
+    type Input = ManagedTensor;
+    /// Our own `Array` export comes back without a copy (same buffer, same layout);
+    /// anything else is checked like [`ManagedTensor::as_array`] and copied into
+    /// standard layout. The tensor is consumed either way.
+    fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
+        match reclaim::<A, D>(tensor) {
+            Ok(array) => Ok(array),
+            Err(tensor) => Ok(tensor.as_array::<A, D>()?.as_standard_layout().into_owned()),
+        }
+    }
+    fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
+        leaf_from(prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> FromDLPack for ArcArray<A, D> {
+    type Input = ManagedTensor;
+    /// Our own `ArcArray` export comes back sharing its buffer, our own `Array` export
+    /// without a copy; anything else is copied.
+    fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
+        if tensor.is_own() && tensor.dtype() == A::DTYPE {
+            if let Some(shared) = tensor.owner::<ArcArray<A, D>>() {
+                return Ok(shared.clone());
+            }
+        }
+        Array::<A, D>::from_dlpack(tensor).map(Array::into_shared)
+    }
+    fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
+        leaf_from(prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> FromDLPack for DLPackArray<A, D> {
+    type Input = ManagedTensor;
+    /// Zero-copy: validates and keeps the tensor.
+    fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
+        Self::new(tensor)
+    }
+    fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
+        leaf_from(prefix, batch)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> ToDLPack for DLPackArray<A, D> {
+    type Output = ManagedTensor;
+    /// The tensor it holds.
+    fn to_dlpack(self) -> Result<ManagedTensor> {
+        Ok(self.tensor)
+    }
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+        leaf_into(self, prefix, batch)
+    }
+}
+
+impl ManagedTensor {
+    /// Exports a borrowed view without copying, as a `READ_ONLY` tensor.
+    ///
+    /// Prefer [`ToDLPack`], which copies a view: DLPack has no way to express a Rust
+    /// lifetime, so nothing stops the tensor from outliving the borrow.
+    ///
+    /// # Safety
+    ///
+    /// - the viewed elements stay alive and unmoved until the tensor's deleter has run
+    ///   (the tensor and everything it is handed to are dropped);
+    /// - nobody writes them meanwhile.
+    pub unsafe fn from_view_unchecked<A: Element, D: Dimension + 'static>(
+        view: ArrayView<'_, A, D>,
+    ) -> Result<Self> {
+        let dim = view.raw_dim();
+        let strides = stride_bits(&view);
+        let data = view.as_ptr().cast_mut().cast::<c_void>();
+        // SAFETY:
+        // - `data`, `dim` and `strides` are the view's, so every index is in bounds;
+        // - the caller keeps the elements alive and unwritten until the deleter runs;
+        // - the tensor is `READ_ONLY`. The owner `()` holds nothing.
+        unsafe {
+            export_owner::<A, _>(
+                (),
+                |_| data,
+                dim.slice(),
+                strides.slice(),
+                DLPACK_FLAG_BITMASK_READ_ONLY,
+            )
+        }
+    }
+}
