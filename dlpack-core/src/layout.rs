@@ -179,6 +179,10 @@ pub(crate) fn check_address(
 /// through all smaller ones. This is exact for the layouts NumPy, PyTorch and ndarray
 /// produce, and conservative (may refuse) for exotic interleaved ones.
 pub(crate) fn check_no_overlap(dim: &[usize], strides: &[usize]) -> Result<()> {
+    if dim.contains(&0) {
+        // No elements, nothing to alias.
+        return Ok(());
+    }
     let mut axes: Vec<(usize, usize)> = dim
         .iter()
         .zip(strides)
@@ -414,6 +418,7 @@ mod tests {
         assert!(check_no_overlap(&[2, 3], &[1, 1]).is_err());
         assert!(check_no_overlap(&[2, 3], &[0, 1]).is_err());
         assert!(check_no_overlap(&[1, 3], &[0, 1]).is_ok());
+        assert!(check_no_overlap(&[2, 0], &[0, 0]).is_ok());
     }
 
     #[test]

@@ -14,11 +14,10 @@
 
 use core::ffi::c_void;
 use core::fmt;
-use core::ptr::NonNull;
 
 use ndarray::{
     ArcArray, Array, ArrayBase, ArrayView, ArrayViewMut, Axis, CowArray, Data, Dimension, Ix0, Ix1,
-    Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, RawArrayViewMut, ShapeBuilder,
+    Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, RawArrayView, RawArrayViewMut, ShapeBuilder,
 };
 
 use crate::batch::TensorBatch;
@@ -63,9 +62,9 @@ impl ManagedTensor {
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
     pub fn as_array<A: Element, D: Dimension + 'static>(&self) -> Result<ArrayView<'_, A, D>> {
-        let raw = self.raw_view::<A, D>(false)?;
+        let raw = self.validate::<A, D>(false)?.into_raw_view();
         // SAFETY:
-        // - `raw_view` checked the pointer is non-null and aligned and that every element
+        // - `validate` checked the pointer is non-null and aligned and that every element
         //   lies in the span the producer described, which the `from_raw` contract makes
         //   readable, initialised memory of type `A` (bools were checked byte by byte);
         // - the memory lives until the deleter runs, after `self`, hence after `'_`;
@@ -79,7 +78,7 @@ impl ManagedTensor {
     pub fn as_array_mut<A: Element, D: Dimension + 'static>(
         &mut self,
     ) -> Result<ArrayViewMut<'_, A, D>> {
-        let raw = self.raw_view::<A, D>(true)?;
+        let raw = self.validate::<A, D>(true)?.into_raw_view_mut();
         // SAFETY:
         // - as in `as_array`, and the memory is writable (not `READ_ONLY`, `from_raw`
         //   contract) with no two indices aliasing (`check_no_overlap`);
@@ -88,11 +87,9 @@ impl ManagedTensor {
         Ok(unsafe { raw.deref_into_view_mut() })
     }
 
-    /// Validates the tensor as an array of `A` with dimension `D` and returns a raw view.
-    fn raw_view<A: Element, D: Dimension + 'static>(
-        &self,
-        mutable: bool,
-    ) -> Result<RawArrayViewMut<A, D>> {
+    /// Validates the tensor as an array of `A` with dimension `D` (and, if `mutable`, as
+    /// writable without aliasing).
+    fn validate<A: Element, D: Dimension>(&self, mutable: bool) -> Result<Validated<'_, A, D>> {
         let device = self.device();
         if !device.is_cpu_accessible() {
             return Err(Error::UnsupportedDevice { device });
@@ -139,43 +136,92 @@ impl ManagedTensor {
             size,
             align_of::<A>(),
         )?;
-        let ptr: *mut A = if plan.count == 0 {
-            NonNull::dangling().as_ptr()
-        } else {
-            self.data().wrapping_byte_offset(delta).cast()
+        let ptr: *mut A = self.data().wrapping_byte_offset(delta).cast();
+        let validated = Validated {
+            ptr,
+            dim,
+            strides,
+            given: self.strides(),
+            empty: plan.count == 0,
         };
+        if A::CHECK_BYTES {
+            check_bool_bytes(validated.clone().into_raw_view())?;
+        }
+        Ok(validated)
+    }
+}
+
+/// A tensor that passed `validate`: ndarray's pointer, extents and non-negative strides,
+/// and the producer's strides (whose negative entries mark axes to invert).
+#[derive(Clone)]
+struct Validated<'a, A, D> {
+    ptr: *mut A,
+    dim: D,
+    strides: D,
+    given: Option<&'a [i64]>,
+    empty: bool,
+}
+
+impl<A, D: Dimension> Validated<'_, A, D> {
+    fn into_raw_view(self) -> RawArrayView<A, D> {
+        if self.empty {
+            // No memory is involved: a view of an empty slice, built safely.
+            return match ArrayView::from_shape(self.dim, &[]) {
+                Ok(view) => view.raw_view(),
+                Err(_) => unreachable!("`plan` checked the extents of the empty tensor"),
+            };
+        }
         // SAFETY:
-        // - `ptr` is non-null: dangling for an empty tensor, else `check_address` proved
-        //   `data` non-null and the lowest address non-zero;
-        // - an empty tensor has all strides 0, so every offset along an axis is 0;
-        //   otherwise every reachable pointer lies within the `plan.span` elements that
-        //   start at `ptr`, which the producer guarantees is one allocation;
+        // - the tensor is not empty, so `check_address` proved `ptr` non-null;
+        // - every reachable pointer lies within the `plan.span` elements that start at
+        //   `ptr`, which the producer guarantees is one allocation;
         // - `plan` proved the byte span and the product of non-zero extents fit `isize`;
         // - strides are non-negative, at most `isize::MAX` (bounded by the span).
-        let mut raw = unsafe { RawArrayViewMut::from_shape_ptr(dim.strides(strides), ptr) };
-        if plan.count > 0 {
-            if let Some(given) = self.strides() {
-                for (axis, &stride) in given.iter().enumerate() {
-                    if stride < 0 && raw.len_of(Axis(axis)) > 1 {
-                        raw.invert_axis(Axis(axis));
-                    }
-                }
+        let mut raw =
+            unsafe { RawArrayView::from_shape_ptr(self.dim.strides(self.strides), self.ptr) };
+        invert_negative(&mut raw, self.given);
+        raw
+    }
+
+    /// Only for a tensor validated with `mutable = true`.
+    fn into_raw_view_mut(self) -> RawArrayViewMut<A, D> {
+        if self.empty {
+            // No memory is involved: a view of an empty slice, built safely.
+            return match ArrayViewMut::from_shape(self.dim, &mut []) {
+                Ok(mut view) => view.raw_view_mut(),
+                Err(_) => unreachable!("`plan` checked the extents of the empty tensor"),
+            };
+        }
+        // SAFETY: as in `into_raw_view`; in addition `check_no_overlap` proved that no
+        // element is reachable through two indices, as ndarray's mutable views require.
+        let mut raw =
+            unsafe { RawArrayViewMut::from_shape_ptr(self.dim.strides(self.strides), self.ptr) };
+        invert_negative(&mut raw, self.given);
+        raw
+    }
+}
+
+/// Inverts the axes that the producer stepped along backwards.
+fn invert_negative<S: ndarray::RawData, D: Dimension>(
+    a: &mut ArrayBase<S, D>,
+    given: Option<&[i64]>,
+) {
+    if let Some(given) = given {
+        for (axis, &stride) in given.iter().enumerate() {
+            if stride < 0 && a.len_of(Axis(axis)) > 1 {
+                a.invert_axis(Axis(axis));
             }
         }
-        if A::CHECK_BYTES {
-            check_bool_bytes(&raw)?;
-        }
-        Ok(raw)
     }
 }
 
 /// Checks that every element of a one-byte view is 0 or 1.
-fn check_bool_bytes<A, D: Dimension>(raw: &RawArrayViewMut<A, D>) -> Result<()> {
+fn check_bool_bytes<A, D: Dimension>(raw: RawArrayView<A, D>) -> Result<()> {
     debug_assert_eq!(size_of::<A>(), 1);
-    let bytes = raw.clone().cast::<u8>();
+    let bytes = raw.cast::<u8>();
     // SAFETY:
-    // - the caller validated `raw` as in `raw_view`: aligned (align 1), in bounds, and
-    //   the producer guarantees the bytes are initialised and not written meanwhile;
+    // - the view passed `validate`'s checks: aligned (align 1), in bounds, and the
+    //   producer guarantees the bytes are initialised and not written meanwhile;
     // - `u8` accepts every initialised byte.
     let view = unsafe { bytes.deref_into_view() };
     match view.iter().position(|&b| b > 1) {
@@ -209,59 +255,68 @@ fn check_bool_bytes<A, D: Dimension>(raw: &RawArrayViewMut<A, D>) -> Result<()> 
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 pub struct DLPackArray<A, D> {
-    raw: RawArrayViewMut<A, D>,
-    writable: Option<Error>,
+    raw: Raw<A, D>,
     tensor: ManagedTensor,
+}
+
+/// A validated view: mutable when the tensor allows it, else read-only with the reason.
+enum Raw<A, D> {
+    Mut(RawArrayViewMut<A, D>, RawArrayView<A, D>),
+    Const(RawArrayView<A, D>, Error),
 }
 
 // SAFETY:
 // - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
 // - `A: Element` is `Send`, and moving the wrapper moves no element.
-unsafe impl<A: Element, D: Dimension + 'static> Send for DLPackArray<A, D> {}
+unsafe impl<A: Element, D: Dimension> Send for DLPackArray<A, D> {}
 // SAFETY:
 // - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
 // - `tensor` is `Sync`.
-unsafe impl<A: Element, D: Dimension + 'static> Sync for DLPackArray<A, D> {}
+unsafe impl<A: Element, D: Dimension> Sync for DLPackArray<A, D> {}
 
 impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// Validates `tensor` as [`ManagedTensor::as_array`] does and keeps it. On error the
     /// tensor is dropped (its deleter runs).
     pub fn new(tensor: ManagedTensor) -> Result<Self> {
-        let raw = tensor.raw_view::<A, D>(false)?;
-        let writable = if tensor.is_read_only() {
-            Some(Error::ReadOnly)
-        } else {
-            let dim = raw.raw_dim();
-            let strides = abs_strides(&raw);
-            layout::check_no_overlap(dim.slice(), strides.slice()).err()
+        let raw = match tensor.validate::<A, D>(true) {
+            Ok(valid) => Raw::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
+            Err(why @ (Error::ReadOnly | Error::OverlappingStrides)) => {
+                Raw::Const(tensor.validate::<A, D>(false)?.into_raw_view(), why)
+            }
+            Err(other) => return Err(other),
         };
-        Ok(Self {
-            raw,
-            writable,
-            tensor,
-        })
+        Ok(Self { raw, tensor })
+    }
+
+    fn raw_view(&self) -> RawArrayView<A, D> {
+        match &self.raw {
+            Raw::Mut(_, raw) | Raw::Const(raw, _) => raw.clone(),
+        }
     }
 
     /// A read-only view.
     pub fn view(&self) -> ArrayView<'_, A, D> {
-        // SAFETY: `raw` passed `raw_view`'s checks (see `ManagedTensor::as_array`), and
-        // the view borrows `self`, which owns the tensor.
-        unsafe { self.raw.clone().deref_into_view() }
+        // SAFETY: the view passed `validate` (see `ManagedTensor::as_array`), and it
+        // borrows `self`, which owns the tensor.
+        unsafe { self.raw_view().deref_into_view() }
     }
 
     /// A mutable view; an error if the tensor is `READ_ONLY` or its strides alias.
     pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>> {
-        if let Some(err) = &self.writable {
-            return Err(err.clone());
+        match &self.raw {
+            // SAFETY: validated as writable without aliasing (see
+            // `ManagedTensor::as_array_mut`), and `&mut self` excludes every other view
+            // borrowed from us.
+            Raw::Mut(raw, _) => Ok(unsafe { raw.clone().deref_into_view_mut() }),
+            Raw::Const(_, why) => Err(why.clone()),
         }
-        // SAFETY: as `view`, and the memory is writable without aliasing (checked in
-        // `new`), with `&mut self` excluding every other view borrowed from us.
-        Ok(unsafe { self.raw.clone().deref_into_view_mut() })
     }
 
     /// The shape.
     pub fn shape(&self) -> &[usize] {
-        self.raw.shape()
+        match &self.raw {
+            Raw::Mut(_, raw) | Raw::Const(raw, _) => raw.shape(),
+        }
     }
 
     /// The tensor.
@@ -277,11 +332,13 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// An owned `Array`: our own `Array` export comes back without a copy; anything
     /// else is copied into standard layout.
     pub fn into_owned(self) -> Array<A, D> {
+        let raw = self.raw_view();
         match reclaim::<A, D>(self.tensor) {
             Ok(array) => array,
             Err(tensor) => {
-                // SAFETY: `raw` still describes `tensor`'s memory, alive until it drops.
-                let view = unsafe { self.raw.deref_into_view() };
+                // SAFETY: `raw` still describes `tensor`'s memory, alive until it drops
+                // below, after the copy.
+                let view = unsafe { raw.deref_into_view() };
                 let owned = view.as_standard_layout().into_owned();
                 drop(tensor);
                 owned
@@ -304,14 +361,6 @@ impl<A: Element, D: Dimension + 'static> TryFrom<ManagedTensor> for DLPackArray<
     fn try_from(tensor: ManagedTensor) -> Result<Self> {
         Self::new(tensor)
     }
-}
-
-fn abs_strides<A, D: Dimension>(raw: &RawArrayViewMut<A, D>) -> D {
-    let mut strides = raw.raw_dim();
-    for (out, &s) in strides.slice_mut().iter_mut().zip(raw.strides()) {
-        *out = s.unsigned_abs();
-    }
-    strides
 }
 
 // ---------------------------------------------------------------------------------------
@@ -467,10 +516,15 @@ fn export_shared<A: Element, D: Dimension + 'static>(
     }
 }
 
+/// Copies into a fresh standard-layout buffer (the most widely accepted layout:
+/// PyTorch and JAX refuse negative strides), flagged `IS_COPIED`.
 fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
     array: &ArrayBase<S, D>,
 ) -> Result<ManagedTensor> {
-    export_array(array.to_owned(), DLPACK_FLAG_BITMASK_IS_COPIED)
+    export_array(
+        array.as_standard_layout().into_owned(),
+        DLPACK_FLAG_BITMASK_IS_COPIED,
+    )
 }
 
 impl<A: Element, D: Dimension + 'static> ToDLPack for Array<A, D> {

@@ -546,10 +546,12 @@ impl<M: Abi, O> Header<M, O> {
         let header = Self::of(ptr);
         // SAFETY: the caller guarantees `header` is live and its owner initialised.
         let ndim = unsafe { (*header).head.ndim };
+        // SAFETY: the caller guarantees `header` is live; this only computes an address.
+        let owner_ptr = unsafe { &raw const (*header).owner };
         // SAFETY:
         // - the owner is initialised and, since the deleter never runs, read only here;
-        // - `ManuallyDrop<O>` has the layout of `O`.
-        let owner = unsafe { ptr::read(&raw const (*header).owner) };
+        // - `owner_ptr` is aligned and points into the live allocation.
+        let owner = unsafe { ptr::read(owner_ptr) };
         // SAFETY: the memory was allocated by `build` with exactly this layout.
         unsafe { alloc::dealloc(header.cast(), Self::layout(ndim).0) };
         ManuallyDrop::into_inner(owner)
@@ -564,10 +566,12 @@ impl<M: Abi, O> Header<M, O> {
         let header = managed.cast::<Self>();
         // SAFETY: the caller passes a live header made by `build::<M, O>`.
         let ndim = unsafe { (*header).head.ndim };
+        // SAFETY: the header is live (see above) and nothing else references its owner.
+        let owner: &mut ManuallyDrop<O> = unsafe { &mut (*header).owner };
         // SAFETY:
         // - the owner is initialised and dropped only here, once;
         // - a panic in its `Drop` cannot unwind out of this `extern "C"` fn (it aborts).
-        unsafe { ManuallyDrop::drop(&mut (*header).owner) };
+        unsafe { ManuallyDrop::drop(owner) };
         // SAFETY: the memory was allocated by `build` with exactly this layout.
         unsafe { alloc::dealloc(header.cast(), Self::layout(ndim).0) };
     }
@@ -652,11 +656,13 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
         alloc::handle_alloc_error(layout);
     }
     let header = base.cast::<Header<M, O>>();
+    // SAFETY: `base` is a fresh allocation of `layout`, which starts with a
+    // `Header<M, O>` and is aligned for it; this only computes a field address.
+    let owner_ptr = unsafe { &raw mut (*header).owner };
     // SAFETY:
-    // - `base` is a fresh allocation of `layout`, which starts with `Header<M, O>`
-    //   and is aligned for it;
+    // - `owner_ptr` is aligned and inside the allocation;
     // - the owner field is written before anyone reads it.
-    unsafe { (&raw mut (*header).owner).write(ManuallyDrop::new(owner)) };
+    unsafe { owner_ptr.write(ManuallyDrop::new(owner)) };
     // SAFETY: the owner was just initialised; no other reference to it exists.
     let owner_ref: &mut O = unsafe { &mut (*header).owner };
     let data_ptr = data(owner_ref);
@@ -718,8 +724,10 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
         owner_type: TypeId::of::<O>(),
         ndim,
     };
+    // SAFETY: as for `owner_ptr`, this only computes a field address.
+    let head_ptr = unsafe { &raw mut (*header).head };
     // SAFETY: `head` is the first field of the fresh, aligned allocation.
-    unsafe { (&raw mut (*header).head).write(head) };
+    unsafe { head_ptr.write(head) };
     // SAFETY: `header` came from a successful allocation, so it is non-null.
     let managed = unsafe { NonNull::new_unchecked(header.cast::<M>()) };
     M::into_tensor(managed)

@@ -1,0 +1,61 @@
+//! `#[derive(ToDLPack)]`: the struct exports as a `TensorBatch`; each exchanged field adds
+//! its tensors under `prefix.name` (under `prefix` itself when flattened).
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::DeriveInput;
+use syn::spanned::Spanned as _;
+
+use crate::ast::{Derive, Input};
+use crate::{bound, dummy};
+
+/// Expands `#[derive(ToDLPack)]` on `node`.
+pub(crate) fn derive(node: &DeriveInput) -> syn::Result<TokenStream> {
+    let input = Input::from_syn(node, Derive::ToDLPack)?;
+    Ok(expand(&input))
+}
+
+fn expand(input: &Input<'_>) -> TokenStream {
+    let private = dummy::private();
+    let ident = input.ident;
+    let generics = bound::with_bounds(input, "ToDLPack", None);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let exports = input
+        .fields
+        .iter()
+        .filter(|field| !field.is_skipped())
+        .map(|field| {
+            let ty = field.ty;
+            let member = &field.member;
+            let prefix = if field.is_flattened() {
+                quote!(__prefix)
+            } else {
+                let name = field.name();
+                quote!(&#private::join_name(__prefix, #name))
+            };
+            quote_spanned! {ty.span()=>
+                <#ty as #private::ToDLPack>::to_dlpack_into(self.#member, #prefix, __batch)?;
+            }
+        });
+    let code = quote! {
+        #[automatically_derived]
+        #[allow(unused_qualifications)]
+        impl #impl_generics #private::ToDLPack for #ident #ty_generics #where_clause {
+            type Output = #private::TensorBatch;
+
+            fn to_dlpack(self) -> #private::Result<#private::TensorBatch> {
+                #private::batch_of(self)
+            }
+
+            fn to_dlpack_into(
+                self,
+                __prefix: &str,
+                __batch: &mut #private::TensorBatch,
+            ) -> #private::Result<()> {
+                #(#exports)*
+                #private::Ok(())
+            }
+        }
+    };
+    dummy::wrap_in_const(input.attrs.crate_path.as_ref(), code)
+}
