@@ -16,14 +16,18 @@ use crate::traits::FromDLPack;
 /// and what `#[derive(FromDLPack)]` consumes.
 ///
 /// ```
-/// use dlpack_core::{TensorBatch, ToDLPack};
-/// use ndarray::array;
+/// use dlpack_core::{ManagedTensor, TensorBatch};
 ///
+/// let tensor = |values: Vec<f32>| {
+///     let n = values.len();
+///     ManagedTensor::from_buffer(values, 0, &[n], &[1])
+/// };
 /// let mut batch = TensorBatch::new();
-/// batch.insert("weight", array![[1.0f32, 2.0], [3.0, 4.0]].to_dlpack()?)?;
-/// batch.insert("bias", array![0.5f32, -0.5].to_dlpack()?)?;
+/// batch.insert("weight", tensor(vec![1.0, 2.0, 3.0, 4.0])?)?;
+/// batch.insert("bias", tensor(vec![0.5, -0.5])?)?;
 /// assert_eq!(batch.names().collect::<Vec<_>>(), ["weight", "bias"]);
-/// assert!(batch.insert("bias", array![0.0f32].to_dlpack()?).is_err());
+/// assert!(batch.insert("bias", tensor(vec![0.0])?).is_err());
+/// assert_eq!(batch.get("bias").map(|t| t.shape()), Some(&[2i64][..]));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 #[derive(Default)]

@@ -336,8 +336,12 @@ impl ManagedTensor {
         })
     }
 
-    /// The owner value of a tensor this crate made with owner type `O`, if it is one.
-    pub(crate) fn owner<O: 'static>(&self) -> Option<&O> {
+    /// The owner value of a tensor made by this crate (by [`from_owner`](Self::from_owner),
+    /// [`from_buffer`](Self::from_buffer) or an array export) with owner type `O`; `None`
+    /// for any other tensor.
+    ///
+    /// Array exports own an `Array<A, D>` (or a shared `ArcArray<A, D>`).
+    pub fn owner<O: 'static>(&self) -> Option<&O> {
         if self.own_head_owner_type()? != TypeId::of::<O>() {
             return None;
         }
@@ -352,9 +356,20 @@ impl ManagedTensor {
         })
     }
 
-    /// Takes the owner value out of a tensor this crate made with owner type `O`,
-    /// freeing the header without calling the deleter; else returns the tensor.
-    pub(crate) fn into_owner<O: 'static>(self) -> Result<O, Self> {
+    /// Takes the owner value back out of a tensor made by this crate with owner type `O`
+    /// (see [`owner`](Self::owner)), freeing the header without running the deleter: the
+    /// zero-copy way back for custom containers. Any other tensor comes back in `Err`.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let t = ManagedTensor::from_buffer(vec![1u8, 2, 3], 0, &[3], &[1])?;
+    /// let t = t.into_owner::<Box<[u8]>>().unwrap_err(); // not that type
+    /// let pixels: Vec<u8> = t.into_owner().unwrap();
+    /// assert_eq!(pixels, [1, 2, 3]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
         if self.owner::<O>().is_none() {
             return Err(self);
         }

@@ -70,19 +70,19 @@ fn versioned_to_legacy_dropped_on_legacy_side() {
     let raw = t.into_raw_legacy().unwrap();
     assert_eq!(counter.get(), 0);
     // SAFETY: `raw` is a live legacy tensor we own.
-    let (shape, strides, wrapped_data) = unsafe {
-        let tensor = &(*raw).dl_tensor;
-        (
-            std::slice::from_raw_parts(tensor.shape, 2).to_vec(),
-            std::slice::from_raw_parts(tensor.strides, 2).to_vec(),
-            tensor.data,
-        )
-    };
+    let tensor = unsafe { &(*raw).dl_tensor };
+    // SAFETY: the wrapper's shape holds `ndim` = 2 values while it lives.
+    let shape = unsafe { std::slice::from_raw_parts(tensor.shape, 2) }.to_vec();
+    // SAFETY: as above, for the strides.
+    let strides = unsafe { std::slice::from_raw_parts(tensor.strides, 2) }.to_vec();
+    let wrapped_data = tensor.data;
     assert_eq!((shape, strides), (vec![2, 2], vec![1, 2]));
     assert_eq!(wrapped_data, data);
     // A legacy consumer calls the deleter itself.
+    // SAFETY: `raw` is a live tensor we own.
+    let deleter = unsafe { (*raw).deleter }.unwrap();
     // SAFETY: `raw` is live; its deleter is called once.
-    unsafe { ((*raw).deleter.unwrap())(raw) };
+    unsafe { deleter(raw) };
     assert_eq!(counter.get(), 1);
 }
 
@@ -110,8 +110,10 @@ fn legacy_to_versioned_dropped_on_either_side() {
     // SAFETY: `raw` is a live versioned tensor we own.
     let version = unsafe { (*raw).version };
     assert_eq!(version.major, 1);
+    // SAFETY: `raw` is a live tensor we own.
+    let deleter = unsafe { (*raw).deleter }.unwrap();
     // SAFETY: `raw` is live; its deleter is called once.
-    unsafe { ((*raw).deleter.unwrap())(raw) };
+    unsafe { deleter(raw) };
     assert_eq!(counter.get(), 1);
 
     // Dropped by us, after a round trip through both ABIs.
