@@ -64,6 +64,8 @@
 
 mod batch;
 pub mod device;
+#[cfg(feature = "dlpark")]
+pub mod dlpark;
 pub mod dtype;
 pub mod error;
 pub mod ffi;

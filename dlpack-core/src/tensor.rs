@@ -605,7 +605,7 @@ pub(crate) struct Desc<'a> {
 /// Shape and strides, in DLPack's or in ndarray's integer types.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Dims<'a> {
-    /// DLPack's `i64`s; `None` strides are written as NULL.
+    /// DLPack's `i64`s; `None` strides are written as C-contiguous ones.
     Raw {
         shape: &'a [i64],
         strides: Option<&'a [i64]>,
@@ -690,27 +690,30 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     // - nothing else references them while this borrow lives.
     let dims: &mut [i64] = unsafe { core::slice::from_raw_parts_mut(shape_ptr, 2 * ndim) };
     let (shape_out, strides_out) = dims.split_at_mut(ndim);
-    let has_strides = match desc.dims {
+    match desc.dims {
         Dims::Raw { shape, strides } => {
             shape_out.copy_from_slice(shape);
-            if let Some(strides) = strides {
-                strides_out.copy_from_slice(strides);
+            match strides {
+                Some(strides) => strides_out.copy_from_slice(strides),
+                // DLPack 1.2+ consumers need explicit strides: fill in C-contiguous ones
+                // (wrapping only for a shape that no consumer would accept anyway).
+                None => {
+                    let mut stride: i64 = 1;
+                    for (out, &extent) in strides_out.iter_mut().zip(shape).rev() {
+                        *out = stride;
+                        stride = stride.wrapping_mul(extent);
+                    }
+                }
             }
-            strides.is_some()
         }
         Dims::Native { shape, strides } => {
             for (out, &d) in shape_out.iter_mut().zip(shape) {
                 *out = d as i64;
             }
             strides.write_to(strides_out);
-            true
         }
-    };
-    let strides_ptr = if has_strides {
-        strides_out.as_mut_ptr()
-    } else {
-        ptr::null_mut()
-    };
+    }
+    let strides_ptr = strides_out.as_mut_ptr();
     let shape_ptr = shape_out.as_mut_ptr();
     let dl_tensor = DLTensor {
         data: data_ptr,
@@ -865,7 +868,8 @@ impl ManagedTensor {
     /// tensor's single allocation and its deleter drops it.
     ///
     /// `data` is called once, with the owner at its final address, and returns the
-    /// address of element `[0, 0, ...]`. `strides` of `None` means C-contiguous.
+    /// address of element `[0, 0, ...]`. `strides` of `None` means C-contiguous (the
+    /// header then carries explicit C-contiguous strides, as DLPack 1.2+ requires).
     ///
     /// # Errors
     ///

@@ -116,6 +116,18 @@ fn legacy_to_versioned_dropped_on_either_side() {
     unsafe { deleter(raw) };
     assert_eq!(counter.get(), 1);
 
+    // NULL strides of a legacy producer become explicit C-contiguous strides.
+    let counter = Counter::new();
+    // SAFETY: fresh tensor.
+    let t =
+        unsafe { ManagedTensor::from_raw_legacy(legacy(&f32_spec(&[2, 3, 4]), &counter)) }.unwrap();
+    assert_eq!(t.strides(), None);
+    // SAFETY: ownership comes back from `into_raw`.
+    let t = unsafe { ManagedTensor::from_raw(t.into_raw()) }.unwrap();
+    assert_eq!(t.strides(), Some(&[12i64, 4, 1][..]));
+    drop(t);
+    assert_eq!(counter.get(), 1);
+
     // Dropped by us, after a round trip through both ABIs.
     let counter = Counter::new();
     let original = legacy(&f32_spec(&[5]), &counter);
@@ -358,7 +370,11 @@ fn from_owner_drops_the_owner_once() {
         )
     }
     .unwrap();
-    assert_eq!(t.strides(), None);
+    assert_eq!(
+        t.strides(),
+        Some(&[1i64][..]),
+        "explicit strides, as DLPack 1.2+ wants"
+    );
     let raw = t.into_raw();
     assert_eq!(counter.get(), 0);
     // SAFETY: `raw` is ours again.

@@ -37,7 +37,7 @@ fn type_parameters_and_defaults() {
     let batch = layer.to_dlpack().unwrap();
     assert_eq!(batch.get("weight").unwrap().dtype(), DataType::F64);
     let back = Layer::<f64>::from_dlpack(batch).unwrap();
-    assert_eq!(back.weight, Array2::eye(2));
+    assert_eq!(back.weight, Array2::<f64>::eye(2));
     assert_eq!(back.weight.as_ptr(), ptr);
 
     let layer = Layer::<u16, Ix3> {

@@ -1,0 +1,383 @@
+//! Zero-copy hand-off between [`ManagedTensor`] and the owning handles of the
+//! [`dlpark`](https://docs.rs/dlpark/0.10) crate (version 0.10), so that a tensor made
+//! here reaches dlpark's candle, image, safetensors and cudarc integrations, and a
+//! tensor made there reaches ndarray through `ManagedTensor::as_array`.
+//!
+//! Both crates mirror the same C structs, so a conversion moves one pointer and its
+//! ownership: `into_raw` on one side, `from_raw` on the other. No data, shape or
+//! strides are copied, and the producer's deleter still runs exactly once, when the
+//! last owner drops the handle.
+//!
+//! | From | To | How | Safe? |
+//! |---|---|---|---|
+//! | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`] | [`ManagedTensor::into_dlpark`], `From` | yes |
+//! | [`ManagedTensor`] | [`dlpark::legacy::Dlpack`] | [`ManagedTensor::into_dlpark_legacy`], `TryFrom` | yes; refuses `READ_ONLY` |
+//! | [`dlpark::versioned::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark`], [`TryFromDlpack`] | `unsafe` |
+//! | [`dlpark::legacy::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark_legacy`], [`TryFromDlpack`] | `unsafe` |
+//!
+//! A tensor keeps its pointer when the target has the same ABI. Otherwise it is wrapped
+//! in a small header of the other ABI whose deleter calls the original one (as
+//! [`ManagedTensor::into_raw`] and [`ManagedTensor::into_raw_legacy`] do), and such a
+//! wrapper is removed again when the tensor goes back to its original ABI.
+//!
+//! # Why the import is `unsafe`
+//!
+//! A `ManagedTensor` promises that its data pointer is valid for the described
+//! elements, so its checked views (`ManagedTensor::as_array`) are safe. A dlpark
+//! handle promises less: `dlpark::Managed::from_raw` only requires a readable header
+//! with readable shape and strides, and `dlpark::python::from_dlpack` (a safe
+//! function) accepts any capsule a Python object returns. dlpark therefore makes all
+//! of its own data accessors `unsafe`, and the import into a `ManagedTensor`, after
+//! which data access is safe, has to be `unsafe` too. The export needs no such
+//! promise: every `ManagedTensor` already satisfies what dlpark asks of a handle.
+//!
+#![cfg_attr(feature = "ndarray", doc = "```")]
+#![cfg_attr(not(feature = "ndarray"), doc = "```ignore")]
+//! use dlpack_core::{ManagedTensor, ToDLPack};
+//! use dlpark::TryFromDlpack;
+//! use ndarray::{Array2, ArrayViewD};
+//!
+//! let a = Array2::<f32>::from_shape_fn((2, 3), |(i, j)| (i * 3 + j) as f32);
+//! let ptr = a.as_ptr();
+//! let tensor: ManagedTensor = a.to_dlpack()?;
+//!
+//! // Safe: ownership moves to dlpark, nothing is copied.
+//! let dlpack: dlpark::versioned::Dlpack = tensor.into();
+//! // SAFETY: a tensor exported by this crate satisfies DLPack's memory, lifetime and
+//! // synchronization requirements, and nothing else accesses its data.
+//! let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
+//! assert_eq!(view.as_ptr(), ptr);
+//!
+//! // And back.
+//! // SAFETY: as above: the handle still holds this crate's export.
+//! let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }?;
+//! assert_eq!(tensor.data_ptr().cast::<f32>().cast_const(), ptr);
+//! # Ok::<(), dlpack_core::Error>(())
+//! ```
+//!
+//! # Thread safety
+//!
+//! Both handles are `Send` and `Sync`, under the same rule: the deleter may run on
+//! any thread. A conversion keeps that guarantee in either direction.
+
+use core::fmt;
+use core::mem::{align_of, offset_of, size_of};
+
+use ::dlpark::TryFromDlpack;
+use ::dlpark::ffi as dp;
+use ::dlpark::{legacy, versioned};
+
+use crate::error::{Error, Result};
+use crate::ffi;
+use crate::tensor::ManagedTensor;
+
+// The two crates' mirrors of `dlpack.h` must be the same C structs: same sizes,
+// alignments and field offsets, and field types whose every bit pattern is valid on
+// both sides (integers, raw pointers, `Option` of a function pointer, and dlpark's
+// `DlpackFlags`, a `repr(transparent)` bitflags `u64` that keeps unknown bits). The
+// integer newtypes differ only in signedness (`DLDeviceType` is `i32` here and
+// `c_uint` there) and the deleters only in the pointee type of their argument, which
+// keeps the function pointers ABI-compatible (see "ABI compatibility" in the
+// documentation of `fn` pointers).
+const _: () = {
+    macro_rules! same_layout {
+        ($ours:ty, $theirs:ty, [$($field:ident),*]) => {
+            assert!(size_of::<$ours>() == size_of::<$theirs>());
+            assert!(align_of::<$ours>() == align_of::<$theirs>());
+            $(assert!(offset_of!($ours, $field) == offset_of!($theirs, $field));)*
+        };
+    }
+    same_layout!(ffi::DLPackVersion, dp::DLPackVersion, [major, minor]);
+    same_layout!(ffi::DLDeviceType, dp::DLDeviceType, []);
+    same_layout!(ffi::DLDevice, dp::DLDevice, [device_type, device_id]);
+    same_layout!(ffi::DLDataTypeCode, dp::DLDataTypeCode, []);
+    same_layout!(ffi::DLDataType, dp::DLDataType, [code, bits, lanes]);
+    same_layout!(
+        ffi::DLTensor,
+        dp::DLTensor,
+        [data, device, ndim, dtype, shape, strides, byte_offset]
+    );
+    same_layout!(
+        ffi::DLManagedTensor,
+        dp::DLManagedTensor,
+        [dl_tensor, manager_ctx, deleter]
+    );
+    same_layout!(
+        ffi::DLManagedTensorVersioned,
+        dp::DLManagedTensorVersioned,
+        [version, manager_ctx, deleter, flags, dl_tensor]
+    );
+    assert!(size_of::<u64>() == size_of::<::dlpark::DlpackFlags>());
+    assert!(align_of::<u64>() == align_of::<::dlpark::DlpackFlags>());
+    assert!(ffi::DLPACK_MAJOR_VERSION == dp::DLPACK_MAJOR_VERSION);
+};
+
+impl ManagedTensor {
+    /// Hands this tensor over to dlpark as a versioned handle, without copying.
+    ///
+    /// A versioned tensor moves as it is (the same pointer); a legacy one is wrapped
+    /// in a versioned header (flags 0) whose deleter calls the legacy deleter. The
+    /// deleter runs once, when the returned handle is dropped.
+    ///
+    /// The handle satisfies DLPack's memory, lifetime and synchronization
+    /// requirements in so far as this tensor did (for a tensor made by this crate:
+    /// fully), which is what dlpark's `unsafe` imports, such as
+    /// [`TryFromDlpack`] for `ndarray::ArrayViewD` or `candle_core::Tensor`, ask of
+    /// their caller. Like [`into_raw`](Self::into_raw), it can be
+    /// imported back with [`from_dlpark`](Self::from_dlpark).
+    pub fn into_dlpark(self) -> versioned::Dlpack {
+        let raw = self.into_raw();
+        // SAFETY:
+        // - `raw` points to an initialised `DLManagedTensorVersioned` whose ownership
+        //   `into_raw` gave up to us; dlpark's struct of the same name has the same
+        //   layout and accepts every value of ours (checked at compile time above);
+        // - its shape and strides stay readable and unchanged until the deleter runs:
+        //   `ManagedTensor::from_raw` required that of foreign producers, and this
+        //   crate's own headers keep them in the allocation that the deleter frees;
+        // - the deleter is called at most once from here on, by dlpark's handle; it is
+        //   an `extern "C"` function, which cannot unwind (a panic aborts), and it
+        //   takes a pointer to an ABI-compatible struct;
+        // - it may be called from any thread, as `ManagedTensor: Send` already
+        //   requires.
+        match unsafe { versioned::Dlpack::from_raw(raw.cast::<dp::DLManagedTensorVersioned>()) } {
+            Ok(dlpack) => dlpack,
+            // `into_raw` never returns NULL, and every `ManagedTensor` has major
+            // version 1 (`from_raw` rejects the others, and this crate writes 1.3).
+            Err(err) => unreachable!("dlpark refused a valid DLPack 1.x tensor: {err}"),
+        }
+    }
+
+    /// Hands this tensor over to dlpark as a legacy (pre-1.0) handle, for consumers
+    /// that only take `DLManagedTensor`, without copying.
+    ///
+    /// A legacy tensor moves as it is; a versioned one is wrapped in a legacy header
+    /// whose deleter calls the versioned deleter. The deleter runs once, when the
+    /// returned handle is dropped.
+    ///
+    /// # Errors
+    ///
+    /// A tensor flagged `READ_ONLY` cannot be expressed in the legacy ABI, whose
+    /// consumers assume they may write. It comes back, untouched, inside the
+    /// [`ReadOnlyLegacyError`] ([`ReadOnlyLegacyError::into_tensor`]); dropping the
+    /// error drops the tensor, which runs its deleter once.
+    pub fn into_dlpark_legacy(self) -> Result<legacy::Dlpack, ReadOnlyLegacyError> {
+        let raw = self
+            .into_raw_legacy()
+            .map_err(|tensor| ReadOnlyLegacyError { tensor })?;
+        // SAFETY:
+        // - `raw` points to an initialised `DLManagedTensor` whose ownership
+        //   `into_raw_legacy` gave up to us; dlpark's struct of the same name has the
+        //   same layout and accepts every value of ours (checked at compile time);
+        // - its shape and strides stay readable and unchanged until the deleter runs
+        //   (the `ManagedTensor` invariant, see `into_dlpark`);
+        // - the deleter is called at most once from here on, by dlpark's handle; it
+        //   cannot unwind and takes a pointer to an ABI-compatible struct;
+        // - it may be called from any thread, as `ManagedTensor: Send` requires.
+        match unsafe { legacy::Dlpack::from_raw(raw.cast::<dp::DLManagedTensor>()) } {
+            Ok(dlpack) => Ok(dlpack),
+            // A legacy tensor has no version to reject, and `raw` is never NULL.
+            Err(err) => unreachable!("dlpark refused a non-null legacy tensor: {err}"),
+        }
+    }
+
+    /// Takes over a tensor that dlpark owns, without copying: the same pointer, whose
+    /// deleter now runs when the returned `ManagedTensor` is dropped.
+    ///
+    /// A tensor that this crate exported comes back as it left, so it is recognized
+    /// again: `Array::from_dlpack`, for instance, reclaims the array without a copy.
+    /// (The wrapper that [`into_dlpark`](Self::into_dlpark) puts around a legacy
+    /// tensor stays until the tensor goes back to the legacy ABI.)
+    ///
+    /// # Errors
+    ///
+    /// The checks of [`ManagedTensor::from_raw`]: a major version other than 1,
+    /// a negative `ndim`, a NULL or misaligned `shape`, a misaligned `strides`. The
+    /// deleter has run once when the error is returned.
+    ///
+    /// # Safety
+    ///
+    /// What [`ManagedTensor::from_raw`] requires of the pointer, beyond what a dlpark
+    /// handle already guarantees (an initialised header with readable, unchanging
+    /// shape and strides, and a deleter that may be called once from any thread):
+    ///
+    /// - `data + byte_offset` addresses memory on `device` that holds the elements
+    ///   described by shape, strides and dtype, valid for reads until the deleter is
+    ///   called, and for writes unless the `READ_ONLY` flag is set;
+    /// - while the tensor lives nobody else writes that memory, and while a mutable
+    ///   view borrowed from it lives nobody else reads it either.
+    ///
+    /// A handle made by dlpark's producers (`ndarray`, `candle`, `image`, ...) meets
+    /// the first point by their `finish` contract; the second is up to the caller,
+    /// for instance by dropping or not mutating the candle tensor an export came
+    /// from, or by exporting it with the `READ_ONLY` flag.
+    pub unsafe fn from_dlpark(tensor: versioned::Dlpack) -> Result<Self> {
+        let raw = tensor.into_raw().cast::<ffi::DLManagedTensorVersioned>();
+        // SAFETY:
+        // - `raw` points to an initialised, aligned `DLManagedTensorVersioned` (a
+        //   dlpark handle holds nothing else) whose ownership `into_raw` gave up to
+        //   us; our struct has the same layout and accepts every value of dlpark's;
+        // - the shape and strides stay readable and unchanged until the deleter
+        //   runs, as `dlpark::Managed::from_raw` requires of whoever made the handle;
+        // - the data requirements are the caller's (this function's `# Safety`);
+        // - the deleter is called at most once from here on, by the `ManagedTensor`,
+        //   and dlpark's `ManagedTensorBase` contract lets any thread call it.
+        unsafe { Self::from_raw(raw) }
+    }
+
+    /// Takes over a legacy tensor that dlpark owns, without copying: the same
+    /// pointer, whose deleter now runs when the returned `ManagedTensor` is dropped.
+    ///
+    /// Like every legacy tensor it is treated as writable (see
+    /// [`from_raw_legacy`](Self::from_raw_legacy)). The wrapper that
+    /// [`into_dlpark_legacy`](Self::into_dlpark_legacy) puts around a versioned tensor
+    /// stays until the tensor goes back to the versioned ABI.
+    ///
+    /// # Errors
+    ///
+    /// The checks of [`ManagedTensor::from_raw_legacy`]; the deleter has run once
+    /// when the error is returned.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_dlpark`](Self::from_dlpark); in addition, since a legacy tensor
+    /// cannot say it is read-only, the producer must allow writes to the data.
+    pub unsafe fn from_dlpark_legacy(tensor: legacy::Dlpack) -> Result<Self> {
+        let raw = tensor.into_raw().cast::<ffi::DLManagedTensor>();
+        // SAFETY:
+        // - `raw` points to an initialised, aligned `DLManagedTensor` whose ownership
+        //   `into_raw` gave up to us; our struct has the same layout and accepts
+        //   every value of dlpark's;
+        // - the shape and strides stay readable and unchanged until the deleter
+        //   runs, as `dlpark::Managed::from_raw` requires of whoever made the handle;
+        // - the data requirements, writes included, are the caller's;
+        // - the deleter is called at most once from here on, by the `ManagedTensor`,
+        //   and dlpark's `ManagedTensorBase` contract lets any thread call it.
+        unsafe { Self::from_raw_legacy(raw) }
+    }
+}
+
+/// Moves the tensor into a dlpark versioned handle: [`ManagedTensor::into_dlpark`].
+impl From<ManagedTensor> for versioned::Dlpack {
+    fn from(tensor: ManagedTensor) -> Self {
+        tensor.into_dlpark()
+    }
+}
+
+/// Moves the tensor into a dlpark legacy handle, unless it is `READ_ONLY`:
+/// [`ManagedTensor::into_dlpark_legacy`].
+impl TryFrom<ManagedTensor> for legacy::Dlpack {
+    type Error = ReadOnlyLegacyError;
+
+    fn try_from(tensor: ManagedTensor) -> Result<Self, ReadOnlyLegacyError> {
+        tensor.into_dlpark_legacy()
+    }
+}
+
+/// dlpark's conversion trait: [`ManagedTensor::from_dlpark`].
+impl TryFromDlpack<versioned::Dlpack> for ManagedTensor {
+    type Error = Error;
+
+    /// Takes over the tensor without copying; see [`ManagedTensor::from_dlpark`].
+    ///
+    /// # Safety
+    ///
+    /// The requirements of [`ManagedTensor::from_dlpark`]. Beyond the trait's DLPack
+    /// requirements, they include exclusivity: nobody else writes the data while the
+    /// tensor lives, or reads it while a mutable view of it lives.
+    unsafe fn try_from_dlpack(dlpack: versioned::Dlpack, _context: ()) -> Result<Self> {
+        // SAFETY: the caller upholds `from_dlpark`'s requirements (see `# Safety`).
+        unsafe { Self::from_dlpark(dlpack) }
+    }
+}
+
+/// dlpark's conversion trait: [`ManagedTensor::from_dlpark_legacy`].
+impl TryFromDlpack<legacy::Dlpack> for ManagedTensor {
+    type Error = Error;
+
+    /// Takes over the tensor without copying; see
+    /// [`ManagedTensor::from_dlpark_legacy`].
+    ///
+    /// # Safety
+    ///
+    /// The requirements of [`ManagedTensor::from_dlpark_legacy`], exclusivity and
+    /// writability included.
+    unsafe fn try_from_dlpack(dlpack: legacy::Dlpack, _context: ()) -> Result<Self> {
+        // SAFETY: the caller upholds `from_dlpark_legacy`'s requirements.
+        unsafe { Self::from_dlpark_legacy(dlpack) }
+    }
+}
+
+/// A `READ_ONLY` tensor was offered to the legacy ABI, which cannot carry the flag.
+///
+/// The tensor is inside, untouched: take it back with
+/// [`into_tensor`](Self::into_tensor) (to keep it versioned, or to copy it), or
+/// drop the error, which drops the tensor and so runs its deleter once. Converting it
+/// into [`Error`] gives [`Error::ReadOnlyLegacy`] and drops the tensor the same way.
+pub struct ReadOnlyLegacyError {
+    tensor: ManagedTensor,
+}
+
+impl ReadOnlyLegacyError {
+    /// The refused tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// Gives the refused tensor back.
+    pub fn into_tensor(self) -> ManagedTensor {
+        self.tensor
+    }
+}
+
+impl fmt::Debug for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadOnlyLegacyError")
+            .field("tensor", &self.tensor)
+            .finish()
+    }
+}
+
+impl fmt::Display for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Error::ReadOnlyLegacy, f)
+    }
+}
+
+impl std::error::Error for ReadOnlyLegacyError {}
+
+impl From<ReadOnlyLegacyError> for Error {
+    /// [`Error::ReadOnlyLegacy`]; the tensor is dropped, so its deleter runs once.
+    fn from(_: ReadOnlyLegacyError) -> Self {
+        Error::ReadOnlyLegacy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<ManagedTensor>();
+        check::<versioned::Dlpack>();
+        check::<legacy::Dlpack>();
+        check::<ReadOnlyLegacyError>();
+    }
+
+    #[test]
+    fn read_only_error_message_matches_the_crate_error() {
+        let tensor = ManagedTensor::from_buffer_with_flags::<u8, _>(
+            vec![1u8, 2],
+            0,
+            &[2],
+            &[1],
+            ffi::DLPACK_FLAG_BITMASK_READ_ONLY,
+        )
+        .unwrap();
+        let err = tensor.into_dlpark_legacy().err().unwrap();
+        assert_eq!(err.to_string(), Error::ReadOnlyLegacy.to_string());
+        assert!(err.tensor().is_read_only());
+        assert_eq!(Error::from(err), Error::ReadOnlyLegacy);
+    }
+}
