@@ -73,6 +73,8 @@ pub mod ffi;
 mod layout;
 #[cfg(feature = "ndarray")]
 mod ndarray;
+#[cfg(feature = "pyo3")]
+pub mod python;
 mod tensor;
 mod traits;
 

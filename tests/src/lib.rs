@@ -1,1 +1,5 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests, and (feature `python`) the Python test
+//! extension `dlpack_test_ext` that the pytest suite in `tests/python` imports.
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,855 @@
+//! Python interop (feature `pyo3`): DLPack capsules for NumPy, PyTorch, JAX and every
+//! other implementation of the Python array API's `__dlpack__` protocol.
+//!
+//! - A [`ManagedTensor`] returned to Python (any `#[pyfunction]` returning it, or
+//!   [`IntoPyObject`]) becomes a [`Tensor`]: an object with `__dlpack__` and
+//!   `__dlpack_device__`, so `numpy.from_dlpack(t)`, `torch.from_dlpack(t)` and
+//!   `jax.dlpack.from_dlpack(t)` take it without copying. Like a NumPy array it can be
+//!   exported any number of times; every capsule keeps the data alive on its own.
+//! - A [`TensorBatch`] becomes a `dict` of such objects: a PyTorch `state_dict` in all
+//!   but name, ready for `module.load_state_dict`.
+//! - Any object with `__dlpack__`, or a raw DLPack capsule, extracts into a
+//!   [`ManagedTensor`] ([`FromPyObject`], [`from_dlpack`]); any mapping of them into a
+//!   [`TensorBatch`].
+//! - [`Error`] converts into the exception NumPy raises in the same situation.
+//!
+//! ```no_run
+//! use dlpack_core::{ManagedTensor, ToDLPack, python::from_dlpack};
+//! use ndarray::{Array2, Ix2};
+//! use pyo3::prelude::*;
+//!
+//! /// An array made in Rust, handed to Python without a copy.
+//! #[pyfunction]
+//! fn make() -> PyResult<ManagedTensor> {
+//!     Ok(Array2::<f32>::eye(3).to_dlpack()?)
+//! }
+//!
+//! /// The sum of any `__dlpack__` array (NumPy, PyTorch, JAX, ...), read in place.
+//! #[pyfunction]
+//! fn total(x: ManagedTensor) -> PyResult<f32> {
+//!     Ok(x.as_array::<f32, Ix2>()?.sum())
+//! }
+//!
+//! # fn main() -> PyResult<()> {
+//! Python::attach(|py| {
+//!     let np = py.import("numpy")?;
+//!     let a = np.call_method1("ones", ((2, 3),))?;
+//!     let t = from_dlpack(&a)?; // the same as `a.extract::<ManagedTensor>()`
+//!     assert_eq!(t.shape(), &[2, 3]);
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! # The `__dlpack__` protocol, as [`Tensor`] implements it
+//!
+//! `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)` follows the
+//! Python array API standard:
+//!
+//! - `max_version` of `None` or a major version below 1 gets a legacy `"dltensor"`
+//!   capsule (`DLManagedTensor`; JAX asks this way), anything else a
+//!   `"dltensor_versioned"` capsule (`DLManagedTensorVersioned`, version 1.3) carrying
+//!   the tensor's `READ_ONLY` flag.
+//! - `copy=True` copies into a fresh C-order buffer (flagged `IS_COPIED` in a versioned
+//!   capsule); `copy=False` never copies; `copy=None` copies only when it must: a
+//!   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only.
+//!   With `copy=False` that case is a `BufferError`, as in NumPy.
+//! - `stream` must be `None` for a CPU tensor (`ValueError`, as NumPy). For other
+//!   devices it is accepted and ignored: this crate has no streams, so the producer of a
+//!   device tensor must have made its data ready before wrapping it.
+//! - `dl_device` may be `None`, the tensor's own device, or `(1, 0)` (CPU) when the CPU
+//!   can access the memory; anything else is a `BufferError`.
+//! - `__dlpack_device__()` returns the tensor's own `(device_type, device_id)`. A tensor
+//!   on a device the CPU cannot access exports fine as long as no copy is needed.
+//!
+//! A shared export (no copy) does not carry `IS_COPIED`, even if the tensor had it: the
+//! capsule's consumer shares the memory with every other consumer of the same object.
+//!
+//! # Capsules and ownership
+//!
+//! Capsules are made with `PyCapsule_New` and static names. Their destructor calls the
+//! DLPack deleter only if the capsule was never consumed (still named `dltensor` or
+//! `dltensor_versioned`), exactly as the DLPack Python specification's reference code
+//! does. On import, a capsule is renamed `used_dltensor[_versioned]` immediately before
+//! ownership passes to the new [`ManagedTensor`] (whose `Drop` calls the deleter), so
+//! every deleter runs exactly once on every path; a capsule that is already used is an
+//! error, never a double free. A versioned capsule whose major version is not 1 is
+//! refused with a `BufferError` and left unrenamed, so its producer's destructor frees it.
+//!
+//! Deleters may run on any thread. The deleter of a capsule made here only drops a
+//! reference count; when that frees a tensor imported from Python, the foreign deleter
+//! takes the GIL itself (NumPy and PyTorch do).
+//!
+//! # Soundness of imports
+//!
+//! Like every DLPack consumer, an import trusts the protocol: a capsule named
+//! `dltensor_versioned` or `dltensor` must hold a valid managed tensor whose producer
+//! keeps its promises (the header is checked, and views check layout, dtype and device,
+//! but a producer that lies about its memory cannot be detected).
+//!
+//! DLPack shares memory; it cannot transfer exclusive access. After
+//! `from_dlpack(numpy_array)` the NumPy array (and anything else viewing its buffer) can
+//! still write the memory that the [`ManagedTensor`] describes, as with every DLPack
+//! consumer, in every language. The views that `as_array` / `as_array_mut` hand out
+//! assume nobody else writes while they live: do not write the original array from
+//! Python (or another thread) while Rust holds a view of an import, or copy first
+//! (`ndarray::Array::from_dlpack` of a foreign tensor copies, as does
+//! `from_dlpack_with(obj, Some(true))`). Likewise, a [`Tensor`] exported several times
+//! gives every consumer the same writable memory, as a NumPy array does.
+
+use core::ffi::{CStr, c_void};
+use core::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use ndarray::IxDyn;
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyTuple};
+use pyo3::{IntoPyObject, ffi, intern};
+
+use crate::batch::TensorBatch;
+use crate::device::Device;
+use crate::dtype::{DataType, Element};
+use crate::error::Error;
+use crate::ffi::{
+    DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+};
+use crate::tensor::{Abi, Desc, Dims, ManagedTensor, build};
+use crate::traits::ToDLPack;
+
+/// Name of an unconsumed legacy capsule.
+const LEGACY: &CStr = c"dltensor";
+/// Name of a consumed legacy capsule.
+const USED_LEGACY: &CStr = c"used_dltensor";
+/// Name of an unconsumed versioned capsule.
+const VERSIONED: &CStr = c"dltensor_versioned";
+/// Name of a consumed versioned capsule.
+const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
+
+// ---------------------------------------------------------------------------------------
+// Errors.
+// ---------------------------------------------------------------------------------------
+
+impl From<Error> for PyErr {
+    /// The exception NumPy raises in the same situation: `BufferError` when data cannot
+    /// be exchanged through DLPack (unsupported device, version, lanes or element type, a
+    /// malformed or misaligned header, a read-only tensor asked for as a legacy capsule),
+    /// `TypeError` when a supported element type or the rank differs from the Rust
+    /// type's, `KeyError` for a missing batch entry, and `ValueError` otherwise. Errors
+    /// about a named tensor of a batch are classified by their cause and keep the name
+    /// in the message.
+    fn from(err: Error) -> Self {
+        let message = err.to_string();
+        match err.root() {
+            Error::UnsupportedDevice { .. }
+            | Error::UnsupportedVersion { .. }
+            | Error::UnsupportedLanes { .. }
+            | Error::ReadOnlyLegacy
+            | Error::NullPointer { .. }
+            | Error::Misaligned { .. }
+            | Error::NegativeNdim { .. }
+            | Error::NullData { .. } => PyBufferError::new_err(message),
+            Error::DtypeMismatch { found, .. } if !is_known_dtype(*found) => {
+                PyBufferError::new_err(message)
+            }
+            Error::DtypeMismatch { .. } | Error::NdimMismatch { .. } => {
+                PyTypeError::new_err(message)
+            }
+            Error::MissingTensor { .. } => PyKeyError::new_err(message),
+            _ => PyValueError::new_err(message),
+        }
+    }
+}
+
+/// Whether `dtype` is one that NumPy, PyTorch or JAX exchange through DLPack (and that
+/// an [`Element`] type can map): a mismatch with it is the caller's type error, while any
+/// other type cannot be exchanged at all.
+fn is_known_dtype(dtype: DataType) -> bool {
+    [
+        DataType::BOOL,
+        DataType::I8,
+        DataType::I16,
+        DataType::I32,
+        DataType::I64,
+        DataType::U8,
+        DataType::U16,
+        DataType::U32,
+        DataType::U64,
+        DataType::F16,
+        DataType::BF16,
+        DataType::F32,
+        DataType::F64,
+        DataType::C64,
+        DataType::C128,
+    ]
+    .contains(&dtype)
+}
+
+fn buffer_error(message: impl Into<String>) -> PyErr {
+    PyBufferError::new_err(message.into())
+}
+
+// ---------------------------------------------------------------------------------------
+// Export: the `Tensor` class.
+// ---------------------------------------------------------------------------------------
+
+/// A [`ManagedTensor`] as a Python object (`dlpack_core.Tensor`) that any DLPack
+/// consumer accepts: `numpy.from_dlpack`, `torch.from_dlpack`,
+/// `jax.dlpack.from_dlpack`, `array_api_strict.from_dlpack`, ...
+///
+/// Made by returning a [`ManagedTensor`] to Python, or with [`Tensor::new`]. Every
+/// `__dlpack__` call makes a new capsule that shares the data and keeps it alive; the
+/// tensor's deleter runs when the object and every capsule and consumer array made from
+/// it are gone. See the [module documentation](self) for the protocol details.
+///
+/// Python attributes: `shape` and `strides` (tuples; `strides` in elements, `None` if the
+/// producer gave none), `ndim`, `dtype` (a NumPy-style name such as `"float32"`),
+/// `device` (such as `"cpu:0"`), `read_only`, and `data_ptr()` (the address of the first
+/// element).
+#[pyclass(frozen, module = "dlpack_core", name = "Tensor")]
+pub struct Tensor {
+    tensor: Arc<ManagedTensor>,
+}
+
+impl Tensor {
+    /// Wraps a tensor for Python.
+    pub fn new(tensor: ManagedTensor) -> Self {
+        Self {
+            tensor: Arc::new(tensor),
+        }
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// The shared handle of the tensor, which capsules made by `__dlpack__` also hold.
+    pub fn shared(&self) -> Arc<ManagedTensor> {
+        Arc::clone(&self.tensor)
+    }
+
+    fn repr(&self) -> String {
+        let t = &*self.tensor;
+        let shape = t
+            .shape()
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let comma = if t.ndim() == 1 { "," } else { "" };
+        let read_only = if t.is_read_only() {
+            ", read_only=True"
+        } else {
+            ""
+        };
+        format!(
+            "Tensor(shape=({shape}{comma}), dtype={}, device={}{read_only})",
+            t.dtype(),
+            t.device()
+        )
+    }
+}
+
+impl From<ManagedTensor> for Tensor {
+    fn from(tensor: ManagedTensor) -> Self {
+        Self::new(tensor)
+    }
+}
+
+#[pymethods]
+impl Tensor {
+    /// Exports the tensor as a DLPack capsule (Python array API `__dlpack__`).
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let max_version: Option<(i64, i64)> = max_version.map(pair).transpose()?;
+        let dl_device: Option<(i32, i32)> = dl_device.map(pair).transpose()?;
+        let request = Request {
+            stream: stream.is_some(),
+            legacy: max_version.is_none_or(|(major, _)| major < 1),
+            dl_device: dl_device.map(|(ty, id)| Device::new(DLDeviceType(ty), id)),
+            copy,
+        };
+        export(py, &self.tensor, request)
+    }
+
+    /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let device = self.tensor.device();
+        (device.device_type.0, device.device_id)
+    }
+
+    /// The extents.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.shape())
+    }
+
+    /// The strides in elements, or `None` (C-contiguous) if the producer gave none.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.tensor
+            .strides()
+            .map(|s| PyTuple::new(py, s))
+            .transpose()
+    }
+
+    /// The number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.tensor.ndim()
+    }
+
+    /// The element type, named as NumPy names it (`"float32"`, `"bool"`, ...).
+    #[getter]
+    fn dtype(&self) -> String {
+        self.tensor.dtype().to_string()
+    }
+
+    /// The device, as `"cpu:0"`, `"cuda:1"`, ...
+    #[getter]
+    fn device(&self) -> String {
+        self.tensor.device().to_string()
+    }
+
+    /// Whether the producer forbids writes.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.tensor.is_read_only()
+    }
+
+    /// The address of the first element.
+    fn data_ptr(&self) -> usize {
+        self.tensor.data_ptr() as usize
+    }
+
+    fn __repr__(&self) -> String {
+        self.repr()
+    }
+}
+
+impl<'py> IntoPyObject<'py> for ManagedTensor {
+    type Target = Tensor;
+    type Output = Bound<'py, Tensor>;
+    type Error = PyErr;
+
+    /// Wraps the tensor in a [`Tensor`] object; nothing is copied.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, Tensor>> {
+        Bound::new(py, Tensor::new(self))
+    }
+}
+
+impl<'py> IntoPyObject<'py> for TensorBatch {
+    type Target = PyDict;
+    type Output = Bound<'py, PyDict>;
+    type Error = PyErr;
+
+    /// A `dict` from name to [`Tensor`], in batch order; nothing is copied.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (name, tensor) in self {
+            dict.set_item(name, tensor)?;
+        }
+        Ok(dict)
+    }
+}
+
+/// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
+fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {
+    let tuple = arg
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|t| t.len() == 2)
+        .ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "expected None or a tuple of two integers, got {}",
+                type_name(arg)
+            ))
+        })?;
+    let item = |i| -> PyResult<T> {
+        tuple
+            .get_item(i)?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("expected None or a tuple of two integers"))
+    };
+    Ok((item(0)?, item(1)?))
+}
+
+/// What a `__dlpack__` caller asked for.
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    stream: bool,
+    legacy: bool,
+    dl_device: Option<Device>,
+    copy: Option<bool>,
+}
+
+/// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
+/// capsule.
+fn export<'py>(
+    py: Python<'py>,
+    shared: &Arc<ManagedTensor>,
+    request: Request,
+) -> PyResult<Bound<'py, PyAny>> {
+    let tensor = &**shared;
+    let own = tensor.device();
+    if request.stream && own.device_type == DLDeviceType::kDLCPU {
+        return Err(PyValueError::new_err(
+            "only stream=None is supported for a CPU tensor",
+        ));
+    }
+    // Where the consumer wants the data, as the header will say.
+    let device = match request.dl_device {
+        None => own,
+        Some(wanted) if wanted == own => own,
+        Some(wanted) if wanted == Device::CPU && own.is_cpu_accessible() => Device::CPU,
+        Some(wanted) => {
+            return Err(buffer_error(format!(
+                "unsupported device requested: cannot export a tensor on {own} to {wanted}"
+            )));
+        }
+    };
+    let needs_copy = request.legacy && tensor.is_read_only();
+    let copy = match request.copy {
+        Some(true) => true,
+        Some(false) if needs_copy => {
+            return Err(buffer_error(
+                "a read-only tensor can only be exported as a legacy (unversioned) DLPack \
+                 capsule by copying, and copy=False forbids that; ask for max_version=(1, 0)",
+            ));
+        }
+        Some(false) => false,
+        None => needs_copy,
+    };
+    let (source, flags) = if copy {
+        if !own.is_cpu_accessible() {
+            return Err(buffer_error(format!(
+                "cannot copy a tensor on {own}: only CPU-accessible memory can be copied"
+            )));
+        }
+        // A copy lives in ordinary host memory: it can be sent to `None` (the consumer
+        // follows the data) or to the CPU, not to another kind of device.
+        if let Some(wanted) = request.dl_device.filter(|&d| d != Device::CPU) {
+            return Err(buffer_error(format!(
+                "unsupported device requested: a copy is made on cpu:0, not {wanted}"
+            )));
+        }
+        (
+            Arc::new(copy_tensor(tensor)?),
+            DLPACK_FLAG_BITMASK_IS_COPIED,
+        )
+    } else {
+        (
+            Arc::clone(shared),
+            tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED,
+        )
+    };
+    let device = if copy { Device::CPU } else { device };
+    if request.legacy {
+        let header = header::<DLManagedTensor>(source, device, flags);
+        into_capsule(py, header, true)
+    } else {
+        let header = header::<DLManagedTensorVersioned>(source, device, flags);
+        into_capsule(py, header, false)
+    }
+}
+
+/// A new header of ABI `M` describing `source`'s data, owned by the `Arc` itself.
+fn header<M: Abi>(source: Arc<ManagedTensor>, device: Device, flags: u64) -> ManagedTensor {
+    let owner = Arc::clone(&source);
+    let t = &*source;
+    // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
+    // older PyTorch ignores `byte_offset` on import.
+    let flat = device.is_cpu_accessible()
+        || matches!(
+            device.device_type,
+            DLDeviceType::kDLCUDA | DLDeviceType::kDLROCM
+        );
+    let byte_offset = if flat { 0 } else { t.byte_offset() };
+    let desc = Desc {
+        dims: Dims::Raw {
+            shape: t.shape(),
+            strides: t.strides(),
+        },
+        dtype: t.dtype(),
+        device,
+        byte_offset,
+        flags,
+    };
+    let data = move |owner: &mut Arc<ManagedTensor>| -> *mut c_void {
+        if flat { owner.data_ptr() } else { owner.data() }
+    };
+    // SAFETY:
+    // - the rank comes from a valid tensor's `i32` `ndim`, and its strides (if any) have
+    //   one value per axis: `Dims::Raw` copies both from it;
+    // - the pointer is the source tensor's own data (plus its `byte_offset` when folded,
+    //   which is where its first element lies), described by the same shape, strides
+    //   and dtype; the owner `Arc` keeps the source alive, so its producer keeps that
+    //   memory valid until the last `Arc` is dropped by this header's deleter or
+    //   elsewhere; `device` is the source's own, or the CPU when the CPU can access it;
+    // - writes: `flags` keeps the source's `READ_ONLY` bit, and a legacy header (which
+    //   cannot carry flags) is only made over writable or freshly copied data. Other
+    //   holders of the same `Arc` may write the same memory, as other holders of a
+    //   NumPy array may: see "Soundness of imports" in the module docs.
+    unsafe { build::<M, Arc<ManagedTensor>>(owner, data, desc) }
+}
+
+/// Moves a header into a new capsule whose destructor frees it unless it was consumed.
+fn into_capsule(py: Python<'_>, tensor: ManagedTensor, legacy: bool) -> PyResult<Bound<'_, PyAny>> {
+    let (pointer, name, destructor): (*mut c_void, &'static CStr, ffi::PyCapsule_Destructor) =
+        if legacy {
+            // A legacy header made by `header` carries no flags, so this cannot fail.
+            let raw = tensor
+                .into_raw_legacy()
+                .map_err(|_| Error::ReadOnlyLegacy)?;
+            (raw.cast(), LEGACY, destroy_legacy)
+        } else {
+            (tensor.into_raw().cast(), VERSIONED, destroy_versioned)
+        };
+    // SAFETY:
+    // - `pointer` is a non-null managed tensor of the kind `name` announces, whose
+    //   ownership the capsule takes: `destructor` frees it unless a consumer renamed the
+    //   capsule (and so took ownership);
+    // - `name` is a `'static` C string, as capsules require (they keep the pointer);
+    // - `destructor` may run on any thread holding the GIL; the thread is attached now.
+    let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
+    if capsule.is_null() {
+        let err = PyErr::fetch(py);
+        // The capsule was not made: free the header ourselves.
+        drop(if legacy {
+            // SAFETY: `pointer` is the legacy header we own (not handed to anyone).
+            unsafe { ManagedTensor::from_raw_legacy(pointer.cast()) }
+        } else {
+            // SAFETY: `pointer` is the versioned header we own (not handed to anyone).
+            unsafe { ManagedTensor::from_raw(pointer.cast()) }
+        });
+        return Err(err);
+    }
+    // SAFETY: `capsule` is a new, non-null strong reference, and the thread is attached.
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+}
+
+/// The destructor of the legacy capsules made here.
+///
+/// # Safety
+///
+/// - `capsule` is a live capsule object made by [`into_capsule`], and the thread holds
+///   the GIL (Python calls capsule destructors that way).
+unsafe extern "C" fn destroy_legacy(capsule: *mut ffi::PyObject) {
+    // SAFETY: the caller passes a live capsule made with these names, holding the GIL.
+    unsafe { destroy::<DLManagedTensor>(capsule, LEGACY, USED_LEGACY) }
+}
+
+/// The destructor of the versioned capsules made here.
+///
+/// # Safety
+///
+/// - as for [`destroy_legacy`].
+unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
+    // SAFETY: the caller passes a live capsule made with these names, holding the GIL.
+    unsafe { destroy::<DLManagedTensorVersioned>(capsule, VERSIONED, USED_VERSIONED) }
+}
+
+/// The DLPack Python specification's capsule destructor: calls the deleter unless the
+/// capsule was consumed, keeping any exception in flight. Never panics.
+///
+/// # Safety
+///
+/// - `capsule` is a live capsule object whose pointer, while it is named `name`, is an
+///   unconsumed `M` owned by the capsule;
+/// - the thread holds the GIL.
+unsafe fn destroy<M: Deleter>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr) {
+    // SAFETY: `capsule` is a live object and `used` a C string; the GIL is held.
+    if unsafe { ffi::PyCapsule_IsValid(capsule, used.as_ptr()) } == 1 {
+        // Consumed: the consumer owns the tensor and calls the deleter.
+        return;
+    }
+    // An exception may be in flight (capsules die during unwinding too): keep it.
+    let mut saved = [ptr::null_mut::<ffi::PyObject>(); 3];
+    let [ty, value, traceback] = &mut saved;
+    // SAFETY: three writable out-pointers; the GIL is held.
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Fetch(ty, value, traceback)
+    };
+    // SAFETY: `capsule` is a live object and `name` a C string; the GIL is held.
+    let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
+    if pointer.is_null() {
+        // Renamed to something unexpected: report, and leak rather than guess.
+        // SAFETY: an exception is set (by `PyCapsule_GetPointer`); the GIL is held.
+        unsafe { ffi::PyErr_WriteUnraisable(capsule) };
+    } else {
+        // SAFETY:
+        // - under its unconsumed name the capsule's pointer is an `M` it owns;
+        // - nobody else calls its deleter: consumers rename the capsule first.
+        unsafe { M::delete(pointer.cast()) };
+    }
+    let [ty, value, traceback] = saved;
+    // SAFETY: restores (and takes back ownership of) what `PyErr_Fetch` returned.
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Restore(ty, value, traceback)
+    };
+}
+
+/// Calling the deleter of a raw managed tensor.
+trait Deleter {
+    /// Calls the deleter, if any.
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` is a live managed tensor owned by the caller, which gives it up.
+    unsafe fn delete(ptr: *mut Self);
+}
+
+impl Deleter for DLManagedTensor {
+    unsafe fn delete(ptr: *mut Self) {
+        // SAFETY: the caller passes a live, readable managed tensor.
+        if let Some(deleter) = unsafe { (*ptr).deleter } {
+            // SAFETY: the caller owns the tensor and gives it up: one call, here.
+            unsafe { deleter(ptr) }
+        }
+    }
+}
+
+impl Deleter for DLManagedTensorVersioned {
+    unsafe fn delete(ptr: *mut Self) {
+        // SAFETY: the caller passes a live, readable managed tensor; `deleter` is in the
+        // prefix that every major version keeps stable.
+        if let Some(deleter) = unsafe { (*ptr).deleter } {
+            // SAFETY: the caller owns the tensor and gives it up: one call, here.
+            unsafe { deleter(ptr) }
+        }
+    }
+}
+
+/// A copy of a CPU-accessible tensor into a fresh C-order buffer (a versioned tensor,
+/// writable, on the CPU).
+fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
+    fn copy<A: Element>(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
+        let view = tensor.as_array::<A, IxDyn>()?;
+        Ok(view.as_standard_layout().into_owned().to_dlpack()?)
+    }
+    let dtype = tensor.dtype();
+    macro_rules! dispatch {
+        ($($ty:ty),* $(,)?) => {$(
+            if dtype == <$ty as Element>::DTYPE {
+                return copy::<$ty>(tensor);
+            }
+        )*};
+    }
+    dispatch!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+    #[cfg(feature = "half")]
+    dispatch!(half::f16, half::bf16);
+    #[cfg(feature = "complex")]
+    dispatch!(num_complex::Complex<f32>, num_complex::Complex<f64>);
+    Err(unsupported_dtype(dtype))
+}
+
+fn unsupported_dtype(dtype: DataType) -> PyErr {
+    buffer_error(format!("unsupported dtype {dtype}: cannot copy it"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Import.
+// ---------------------------------------------------------------------------------------
+
+/// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
+/// or a raw DLPack capsule, without copying.
+///
+/// Calls `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()` if that raises
+/// `TypeError` (producers that predate DLPack 1.0); accepts either capsule kind in
+/// return, whatever was asked. The tensor is not validated beyond its header: views
+/// (`as_array`) check dtype, device and layout. Errors: `TypeError` for an object that
+/// is neither a capsule nor has `__dlpack__`, or a capsule of another kind;
+/// `BufferError` for a versioned capsule of an unsupported major version; `ValueError`
+/// for a capsule that was already consumed; whatever the producer raised.
+///
+/// The same as `obj.extract::<ManagedTensor>()`. See "Soundness of imports" in the
+/// [module documentation](self): the producer may still write the memory.
+pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
+    from_dlpack_with(obj, None)
+}
+
+/// [`from_dlpack`], passing `copy` to the producer's `__dlpack__`: `Some(true)` asks
+/// for a copy (the result is then the caller's alone), `Some(false)` forbids one.
+///
+/// With `copy` given there is no retry without keywords: a producer that does not
+/// understand `copy` raises its `TypeError`. A raw capsule is taken as it is.
+pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<ManagedTensor> {
+    let py = obj.py();
+    if let Ok(capsule) = obj.cast::<PyCapsule>() {
+        return consume(capsule);
+    }
+    let method = match obj.getattr(intern!(py, "__dlpack__")) {
+        Ok(method) => method,
+        Err(err) if err.is_instance_of::<PyAttributeError>(py) => {
+            return Err(PyTypeError::new_err(format!(
+                "expected an object with __dlpack__ or a DLPack capsule, got {}",
+                type_name(obj)
+            )));
+        }
+        Err(err) => return Err(err),
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(
+        intern!(py, "max_version"),
+        (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION),
+    )?;
+    if let Some(copy) = copy {
+        kwargs.set_item(intern!(py, "copy"), copy)?;
+    }
+    let capsule = match method.call((), Some(&kwargs)) {
+        Ok(capsule) => capsule,
+        // A producer that predates DLPack 1.0 does not know `max_version`.
+        Err(err) if copy.is_none() && err.is_instance_of::<PyTypeError>(py) => method.call0()?,
+        Err(err) => return Err(err),
+    };
+    let capsule = capsule.cast::<PyCapsule>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{}.__dlpack__ returned {}, not a capsule",
+            type_name(obj),
+            type_name(&capsule)
+        ))
+    })?;
+    consume(capsule)
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "an object".to_owned(), |n| n.to_string())
+}
+
+/// Takes ownership of the tensor in a DLPack capsule, renaming it `used_*`.
+fn consume(capsule: &Bound<'_, PyCapsule>) -> PyResult<ManagedTensor> {
+    if capsule.is_valid_checked(Some(VERSIONED)) {
+        let pointer = capsule
+            .pointer_checked(Some(VERSIONED))?
+            .cast::<DLManagedTensorVersioned>();
+        check_aligned(pointer)?;
+        // SAFETY:
+        // - by the DLPack protocol a capsule named `dltensor_versioned` holds a readable
+        //   `DLManagedTensorVersioned` (checked non-null and aligned above);
+        // - `version` is in the prefix that every major version keeps stable.
+        let version = unsafe { (*pointer.as_ptr()).version };
+        if version.major != DLPACK_MAJOR_VERSION {
+            // Leave the capsule unconsumed: its producer's destructor calls the deleter.
+            return Err(Error::UnsupportedVersion {
+                major: version.major,
+                minor: version.minor,
+            }
+            .into());
+        }
+        rename(capsule, USED_VERSIONED)?;
+        // No Python code runs between the rename and the hand-over: the tensor is never
+        // owned by both the capsule and us, nor by neither.
+        // SAFETY:
+        // - the capsule held the tensor and is now renamed, so its destructor will not
+        //   call the deleter: ownership passes to us, and `from_raw` calls the deleter
+        //   once, on error or when the tensor drops;
+        // - the DLPack protocol makes the producer promise everything else `from_raw`
+        //   requires (valid shape, strides and data, a deleter callable from any
+        //   thread), except that nobody else writes the data: Python code holding the
+        //   original array still can (see "Soundness of imports" in the module docs).
+        return Ok(unsafe { ManagedTensor::from_raw(pointer.as_ptr()) }?);
+    }
+    if capsule.is_valid_checked(Some(LEGACY)) {
+        let pointer = capsule
+            .pointer_checked(Some(LEGACY))?
+            .cast::<DLManagedTensor>();
+        check_aligned(pointer)?;
+        rename(capsule, USED_LEGACY)?;
+        // SAFETY: as for a versioned capsule above, with `from_raw_legacy`; a legacy
+        // producer allows writes, as the legacy protocol has no read-only flag.
+        return Ok(unsafe { ManagedTensor::from_raw_legacy(pointer.as_ptr()) }?);
+    }
+    if capsule.is_valid_checked(Some(USED_VERSIONED)) || capsule.is_valid_checked(Some(USED_LEGACY))
+    {
+        return Err(PyValueError::new_err(
+            "the DLPack capsule was already consumed: a capsule can be imported only once",
+        ));
+    }
+    let name = match capsule.name()? {
+        // SAFETY: the name is read at once, before any Python code could rename the
+        // capsule or free the string.
+        Some(name) => format!("{:?}", unsafe { name.as_cstr() }),
+        None => "NULL".to_owned(),
+    };
+    Err(PyTypeError::new_err(format!(
+        "expected a DLPack capsule named \"dltensor_versioned\" or \"dltensor\", \
+         got a capsule named {name}"
+    )))
+}
+
+fn check_aligned<T>(pointer: NonNull<T>) -> PyResult<()> {
+    if pointer.is_aligned() {
+        return Ok(());
+    }
+    Err(Error::Misaligned {
+        what: "managed tensor",
+        address: pointer.as_ptr() as usize,
+        align: align_of::<T>(),
+    }
+    .into())
+}
+
+fn rename(capsule: &Bound<'_, PyCapsule>, name: &'static CStr) -> PyResult<()> {
+    // SAFETY:
+    // - `capsule` is a live capsule and the thread is attached;
+    // - `name` is `'static`: the capsule keeps the pointer.
+    if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), name.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(capsule.py()));
+    }
+    Ok(())
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for ManagedTensor {
+    type Error = PyErr;
+
+    /// Imports any object with `__dlpack__`, or a raw DLPack capsule: see
+    /// [`from_dlpack`].
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        from_dlpack(&obj)
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for TensorBatch {
+    type Error = PyErr;
+
+    /// Imports every value of a mapping (a `dict`, a PyTorch `state_dict`, ...) with
+    /// [`from_dlpack`], named by its key, in the mapping's order. Keys must be strings.
+    /// On error, the tensors imported so far are released and the exception gets a note
+    /// naming the tensor.
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        let items = match obj.call_method0(intern!(py, "items")) {
+            Ok(items) => items,
+            Err(err) if err.is_instance_of::<PyAttributeError>(py) => {
+                return Err(PyTypeError::new_err(format!(
+                    "expected a mapping of names to DLPack tensors, got {}",
+                    type_name(&obj)
+                )));
+            }
+            Err(err) => return Err(err),
+        };
+        let mut batch = TensorBatch::new();
+        for item in items.try_iter()? {
+            let (name, value): (String, Bound<'py, PyAny>) = item?.extract()?;
+            let tensor = from_dlpack(&value).inspect_err(|err| {
+                // Best effort: a note cannot be added on very old Pythons.
+                let _ = err.add_note(py, format!("while importing tensor `{name}`"));
+            })?;
+            batch.insert(name, tensor)?;
+        }
+        Ok(batch)
+    }
+}

@@ -1,0 +1,267 @@
+"""Rust <-> PyTorch (CPU): every dtype, ranks 0-4, layouts, empty tensors, and a Rust
+model loaded into a ``torch.nn.Module`` / a ``state_dict`` loaded into Rust.
+
+PyTorch has no negative strides: it refuses Rust exports that have them (tested), and
+takes them through ``copy=True``, which makes the Rust side copy into C order.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import (
+    ALL_DTYPES,
+    NONEMPTY_SHAPES,
+    SHAPES,
+    capsule_name,
+    expected,
+    shape_id,
+)
+
+TORCH_DTYPES = {
+    "bool": torch.bool,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "uint16": torch.uint16,
+    "uint32": torch.uint32,
+    "uint64": torch.uint64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+}
+assert set(TORCH_DTYPES) == set(ALL_DTYPES)
+
+dtypes = pytest.mark.parametrize("dtype", ALL_DTYPES)
+shapes = pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+nonempty_shapes = pytest.mark.parametrize("shape", NONEMPTY_SHAPES, ids=shape_id)
+# Layouts PyTorch can view without a copy.
+torch_layouts = pytest.mark.parametrize("layout", ["c", "f", "sliced", "stepped"])
+
+
+def expected_torch(dtype, shape):
+    return torch.from_numpy(expected(dtype, shape)).to(TORCH_DTYPES[dtype])
+
+
+def f_strides(shape):
+    strides, step = [], 1
+    for n in shape:
+        strides.append(step)
+        step *= n
+    return tuple(strides)
+
+
+def torch_layout(values, layout):
+    """A tensor equal to ``values`` with the given memory layout."""
+    shape = values.shape
+    if layout == "c":
+        return values.contiguous()
+    if layout == "f":
+        reverse = tuple(reversed(range(values.ndim)))
+        return values.permute(reverse).contiguous().permute(reverse)
+    if layout == "sliced":
+        big = torch.zeros(tuple(n + 2 for n in shape), dtype=values.dtype)
+        view = big[tuple(slice(1, n + 1) for n in shape) + (Ellipsis,)]
+    elif layout == "stepped":
+        big = torch.zeros(tuple(2 * n for n in shape), dtype=values.dtype)
+        view = big[tuple(slice(None, None, 2) for n in shape) + (Ellipsis,)]
+    else:
+        raise ValueError(layout)
+    view.copy_(values)
+    return view
+
+
+@dtypes
+@shapes
+@torch_layouts
+def test_rust_to_torch(ext, dtype, shape, layout):
+    t, ptr = ext.make(dtype, list(shape), layout, counted=True)
+    x = torch.from_dlpack(t)
+    assert x.dtype == TORCH_DTYPES[dtype]
+    assert tuple(x.shape) == shape
+    assert torch.equal(x, expected_torch(dtype, shape))
+    if x.numel():
+        assert x.data_ptr() == ptr  # zero-copy
+    if x.numel() > 1 and layout == "f":
+        assert x.stride() == f_strides(shape)
+    if x.numel() > 1 and layout == "stepped":
+        assert not x.is_contiguous()
+
+
+@dtypes
+@nonempty_shapes
+def test_torch_writes_are_seen_by_rust(ext, dtype, shape):
+    t, _ = ext.make(dtype, list(shape), "sliced", counted=True)
+    torch.from_dlpack(t).fill_(1)
+    assert ext.inspect(t)["values"] == np.ones(shape, expected(dtype, ()).dtype).ravel().tolist()
+
+
+@dtypes
+@shapes
+@torch_layouts
+def test_torch_to_rust(ext, dtype, shape, layout):
+    x = torch_layout(expected_torch(dtype, shape), layout)
+    info = ext.inspect(x)
+    assert info["dtype"] == dtype
+    assert info["shape"] == list(shape)
+    assert info["values"] == x.flatten().tolist()
+    assert info["version"][0] == 1 and info["legacy"] is False
+    if x.numel():
+        assert info["ptr"] == x.data_ptr()  # zero-copy import
+        assert info["strides"] == list(x.stride())
+
+
+@dtypes
+@shapes
+@torch_layouts
+def test_torch_rust_torch_round_trip(ext, dtype, shape, layout):
+    x = torch_layout(expected_torch(dtype, shape), layout)
+    y = torch.from_dlpack(ext.roundtrip(x))
+    assert torch.equal(y, x)
+    if x.numel():
+        assert y.data_ptr() == x.data_ptr()
+        assert y.stride() == x.stride()
+
+
+@dtypes
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)], ids=shape_id)
+def test_negative_strides_are_refused_by_torch_and_copied_on_request(ext, dtype, shape):
+    t, ptr = ext.make(dtype, list(shape), "negative", counted=True)
+    # PyTorch cannot represent negative strides (it raises; older releases aborted).
+    with pytest.raises(RuntimeError):
+        torch.from_dlpack(t)
+    x = torch.from_dlpack(t, copy=True)  # the Rust side copies into C order
+    assert torch.equal(x, expected_torch(dtype, shape))
+    assert x.is_contiguous() and x.data_ptr() != ptr
+
+
+def test_torch_asks_for_versioned_capsules(ext):
+    seen = []
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __dlpack__(self, **kwargs):
+            capsule = self.inner.__dlpack__(**kwargs)
+            seen.append((kwargs.get("max_version"), capsule_name(capsule)))
+            return capsule
+
+        def __dlpack_device__(self):
+            return self.inner.__dlpack_device__()
+
+    t, ptr = ext.make("float32", [2, 3], counted=True)
+    x = torch.from_dlpack(Spy(t))
+    assert x.data_ptr() == ptr
+    assert seen[0][0][0] >= 1 and seen[0][1] == "dltensor_versioned"
+
+
+def test_read_only_tensor_is_writable_in_torch(ext):
+    # PyTorch ignores the READ_ONLY flag (DLPack lets consumers do so).
+    t = ext.make_read_only([4], counted=True)
+    assert t.read_only
+    x = torch.from_dlpack(t)
+    assert x.tolist() == expected("float32", (4,)).tolist()
+
+
+# ---------------------------------------------------------------------------------------
+# Models.
+# ---------------------------------------------------------------------------------------
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8, dtype=dtype)
+        self.fc2 = torch.nn.Linear(8, 2, dtype=dtype)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+
+
+def rust_linear(inputs, outputs, seed):
+    o = torch.arange(outputs, dtype=torch.float32)
+    i = torch.arange(inputs, dtype=torch.float32)
+    return seed + o[:, None] * 0.25 - i[None, :] * 0.125, seed - o * 0.5
+
+
+def test_rust_model_loads_into_torch_module(ext):
+    state, pointers = ext.model_state()
+    pointers = dict(pointers)
+    assert isinstance(state, dict) and list(state) == NAMES
+    # Zero-copy: every value of the dict views the Rust model's own buffer.
+    tensors = {name: torch.from_dlpack(value) for name, value in state.items()}
+    for name, x in tensors.items():
+        assert x.data_ptr() == pointers[name]
+    w1, b1 = rust_linear(4, 8, 1.0)
+    w2, b2 = rust_linear(8, 2, -1.0)
+    for name, value in zip(NAMES, [w1, b1, w2, b2]):
+        assert torch.equal(tensors[name], value)
+
+    # load_state_dict copies into the module's parameters: equal values.
+    model = Mlp()
+    model.load_state_dict(tensors)
+    for name, p in model.state_dict().items():
+        assert torch.equal(p, tensors[name])
+        assert p.data_ptr() != pointers[name]
+
+    # assign=True keeps the tensors themselves: the module runs on Rust memory.
+    shared = Mlp()
+    shared.load_state_dict(tensors, assign=True)
+    for name, p in shared.state_dict().items():
+        assert p.data_ptr() == pointers[name]
+    x = torch.ones(3, 4)
+    assert torch.equal(shared(x), model(x))
+
+
+def test_torch_state_dict_loads_into_rust(ext):
+    torch.manual_seed(0)
+    model = Mlp()
+    sd = model.state_dict()
+    loaded = ext.load_model(sd)
+    assert [name for name, _, _ in loaded] == NAMES
+    for name, shape, total in loaded:
+        assert tuple(shape) == tuple(sd[name].shape)
+        assert total == pytest.approx(sd[name].sum().item(), rel=1e-6, abs=1e-6)
+    # Zero-copy batch import: names, dtypes, shapes and pointers as PyTorch has them.
+    batch = ext.load_batch(sd)
+    assert [(n, d, tuple(s), p) for n, d, s, p in batch] == [
+        (n, "float32", tuple(x.shape), x.data_ptr()) for n, x in sd.items()
+    ]
+
+
+def test_state_dict_round_trip_shares_memory(ext):
+    model = Mlp()
+    sd = model.state_dict()
+    back = ext.roundtrip_batch(sd)
+    assert list(back) == list(sd)
+    for name, value in back.items():
+        x = torch.from_dlpack(value)
+        assert x.data_ptr() == sd[name].data_ptr()
+        assert torch.equal(x, sd[name])
+    # The round trip loads straight back into a fresh module.
+    other = Mlp()
+    other.load_state_dict({name: torch.from_dlpack(v) for name, v in back.items()})
+    x = torch.randn(2, 4)
+    assert torch.equal(other(x), model(x))
+
+
+def test_rust_model_import_is_strict(ext):
+    sd = dict(Mlp().state_dict())
+    with pytest.raises(ValueError, match="unexpected"):
+        ext.load_model({**sd, "extra": torch.zeros(1)})
+    del sd["fc2.bias"]
+    with pytest.raises(KeyError, match="fc2.bias"):
+        ext.load_model(sd)
+    with pytest.raises(TypeError, match="dtype"):
+        ext.load_model(Mlp(dtype=torch.float64).state_dict())
+    with pytest.raises(TypeError):
+        ext.load_model([("fc1.weight", torch.zeros(8, 4))])  # not a mapping

@@ -1,0 +1,792 @@
+//! `dlpack_test_ext`: the Python extension that the pytest suite in `tests/python` drives.
+//!
+//! It makes arrays of every element type, rank and layout in Rust and hands them to
+//! Python without copying, imports any `__dlpack__` object and reports what it found,
+//! round-trips tensors, exports a small model as a `state_dict`-like batch, and counts
+//! live exports so that tests can prove every deleter ran.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dlpack_core::ffi::{DLDataTypeCode, DLDeviceType, DLManagedTensorVersioned};
+use dlpack_core::python::{Tensor, from_dlpack_with};
+use dlpack_core::{DataType, Device, Element, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
+use half::{bf16, f16};
+use ndarray::{Array1, Array2, ArrayD, Axis, Dimension, IxDyn, ShapeBuilder, Slice};
+use num_complex::Complex;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyComplex, PyDict, PyList};
+
+/// Exports whose owner is still alive (see [`Counted`]).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// An owner that counts itself in [`LIVE`] from creation to drop.
+struct Counted<T>(T);
+
+impl<T> Counted<T> {
+    fn new(value: T) -> Self {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Self(value)
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<A> AsMut<[A]> for Counted<Vec<A>> {
+    fn as_mut(&mut self) -> &mut [A] {
+        &mut self.0
+    }
+}
+
+/// A Rust element type that the tests can build from an index and report to Python.
+trait TestElement: Element + Default {
+    /// The value of the element at C-order flat index `i` (the formula
+    /// `tests/python/helpers.py` mirrors).
+    fn at(i: usize) -> Self;
+    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+fn float_at(i: usize) -> f64 {
+    (i % 64) as f64 * 0.5 - 8.0
+}
+
+macro_rules! int_element {
+    ($($ty:ty => $at:expr),* $(,)?) => {$(
+        impl TestElement for $ty {
+            fn at(i: usize) -> Self {
+                let f: fn(usize) -> $ty = $at;
+                f(i)
+            }
+            fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                self.into_bound_py_any(py)
+            }
+        }
+    )*};
+}
+
+int_element! {
+    bool => |i| i % 3 == 0,
+    i8 => |i| (i % 100) as i8 - 50,
+    i16 => |i| (i % 100) as i16 - 50,
+    i32 => |i| (i % 100) as i32 - 50,
+    i64 => |i| (i % 100) as i64 - 50,
+    u8 => |i| (i % 200) as u8,
+    u16 => |i| (i % 200) as u16,
+    u32 => |i| (i % 200) as u32,
+    u64 => |i| (i % 200) as u64,
+    f32 => |i| float_at(i) as f32,
+    f64 => float_at,
+}
+
+impl TestElement for f16 {
+    fn at(i: usize) -> Self {
+        f16::from_f64(float_at(i))
+    }
+    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to_f64().into_bound_py_any(py)
+    }
+}
+
+impl TestElement for bf16 {
+    fn at(i: usize) -> Self {
+        bf16::from_f64(float_at(i))
+    }
+    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to_f64().into_bound_py_any(py)
+    }
+}
+
+macro_rules! complex_element {
+    ($($ty:ty),*) => {$(
+        impl TestElement for Complex<$ty> {
+            fn at(i: usize) -> Self {
+                Complex::new(float_at(i) as $ty, -((i % 16) as $ty))
+            }
+            fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                Ok(PyComplex::from_doubles(py, f64::from(self.re), f64::from(self.im)).into_any())
+            }
+        }
+    )*};
+}
+
+complex_element!(f32, f64);
+
+/// Calls `$body` with `$A` bound to the Rust type of the dtype named `$name`.
+macro_rules! with_dtype {
+    ($name:expr, $A:ident => $body:expr) => {
+        with_dtype!(@match $name, $A, $body;
+            "bool" => bool, "int8" => i8, "int16" => i16, "int32" => i32, "int64" => i64,
+            "uint8" => u8, "uint16" => u16, "uint32" => u32, "uint64" => u64,
+            "float16" => f16, "bfloat16" => bf16, "float32" => f32, "float64" => f64,
+            "complex64" => Complex<f32>, "complex128" => Complex<f64>)
+    };
+    (@match $name:expr, $A:ident, $body:expr; $($dtype:literal => $ty:ty),*) => {
+        match $name {
+            $($dtype => {
+                type $A = $ty;
+                $body
+            })*
+            other => Err(PyBufferError::new_err(format!("unsupported dtype {other}"))),
+        }
+    };
+}
+
+/// The C-order flat index of `index` in an array of extents `shape`.
+fn flat_index(index: &[usize], shape: &[usize]) -> usize {
+    index.iter().zip(shape).fold(0, |acc, (&i, &n)| acc * n + i)
+}
+
+/// An array of extents `shape` holding `A::at(flat index)` at every index, stored with
+/// the given memory layout.
+fn build_array<A: TestElement>(shape: &[usize], layout: &str) -> PyResult<ArrayD<A>> {
+    let dim = IxDyn(shape);
+    let mut array = match layout {
+        "c" | "negative" => ArrayD::<A>::default(dim),
+        "f" => ArrayD::<A>::default(dim.f()),
+        "sliced" => {
+            // One extra element on each side of every axis, then cut them off.
+            let big: Vec<usize> = shape.iter().map(|&n| n + 2).collect();
+            let mut a = ArrayD::<A>::default(IxDyn(&big));
+            a.slice_each_axis_inplace(|ax| {
+                let n = ax.len as isize;
+                Slice::new(1.min(n), Some(n - 1), 1)
+            });
+            a
+        }
+        "stepped" => {
+            // Every other element along every axis.
+            let big: Vec<usize> = shape.iter().map(|&n| 2 * n).collect();
+            let mut a = ArrayD::<A>::default(IxDyn(&big));
+            a.slice_each_axis_inplace(|_| Slice::new(0, None, 2));
+            a
+        }
+        other => return Err(PyValueError::new_err(format!("unknown layout {other}"))),
+    };
+    if layout == "negative" {
+        for axis in 0..array.ndim() {
+            array.invert_axis(Axis(axis));
+        }
+    }
+    assert_eq!(
+        array.shape(),
+        shape,
+        "layout {layout} built the wrong shape"
+    );
+    for (index, value) in array.indexed_iter_mut() {
+        *value = A::at(flat_index(index.slice(), shape));
+    }
+    Ok(array)
+}
+
+/// Exports `array` counted: the owner is the array's own buffer, without a copy.
+fn export_counted<A: Element>(array: ArrayD<A>) -> PyResult<ManagedTensor> {
+    let shape = array.shape().to_vec();
+    let strides = array.strides().to_vec();
+    let (vec, offset) = array.into_raw_vec_and_offset();
+    Ok(ManagedTensor::from_buffer(
+        Counted::new(vec),
+        offset.unwrap_or(0),
+        &shape,
+        &strides,
+    )?)
+}
+
+/// A C-order export of `shape` whose first element is aligned to `align` bytes.
+fn export_aligned<A: TestElement>(
+    shape: &[usize],
+    align: usize,
+    counted: bool,
+) -> PyResult<(ManagedTensor, usize)> {
+    let n: usize = shape.iter().product();
+    let pad = align.div_ceil(size_of::<A>());
+    let mut vec: Vec<A> = vec![A::default(); n + pad];
+    let offset = (0..=pad)
+        .find(|&o| (vec.as_ptr().wrapping_add(o) as usize) % align == 0)
+        .ok_or_else(|| PyValueError::new_err("cannot align"))?;
+    for (i, v) in vec[offset..offset + n].iter_mut().enumerate() {
+        *v = A::at(i);
+    }
+    let ptr = vec.as_ptr().wrapping_add(offset) as usize;
+    let mut strides = vec![0isize; shape.len()];
+    let mut step = 1isize;
+    for (s, &n) in strides.iter_mut().zip(shape).rev() {
+        *s = step;
+        step *= n.max(1) as isize;
+    }
+    let tensor = if counted {
+        ManagedTensor::from_buffer(Counted::new(vec), offset, shape, &strides)?
+    } else {
+        ManagedTensor::from_buffer(vec, offset, shape, &strides)?
+    };
+    Ok((tensor, ptr))
+}
+
+/// Makes a Rust array of `dtype` with extents `shape` and memory `layout` ("c", "f",
+/// "sliced", "stepped", "negative") and exports it without copying. Returns the tensor
+/// and the address of its first element as Rust saw it before the export.
+///
+/// `counted` exports through an owner counted by `live_exports()`; `align` (bytes, C
+/// layout only) places the first element at an aligned address.
+#[pyfunction]
+#[pyo3(signature = (dtype, shape, layout = "c", counted = false, align = 0))]
+fn make(
+    dtype: &str,
+    shape: Vec<usize>,
+    layout: &str,
+    counted: bool,
+    align: usize,
+) -> PyResult<(ManagedTensor, usize)> {
+    with_dtype!(dtype, A => {
+        if align > 0 {
+            return export_aligned::<A>(&shape, align, counted);
+        }
+        let array = build_array::<A>(&shape, layout)?;
+        let ptr = array.as_ptr() as usize;
+        let tensor = if counted { export_counted(array)? } else { array.to_dlpack()? };
+        Ok((tensor, ptr))
+    })
+}
+
+/// Everything about an imported tensor: `dtype`, `shape`, `strides`, `ptr` (first
+/// element), `read_only`, `copied`, `legacy`, `version`, `device`, and `values` (flat, C
+/// order, as Python scalars).
+#[pyfunction]
+fn inspect<'py>(py: Python<'py>, tensor: ManagedTensor) -> PyResult<Bound<'py, PyDict>> {
+    let info = PyDict::new(py);
+    let dtype = tensor.dtype().to_string();
+    info.set_item("dtype", &dtype)?;
+    info.set_item("shape", tensor.shape().to_vec())?;
+    info.set_item("strides", tensor.strides().map(<[i64]>::to_vec))?;
+    info.set_item("ptr", tensor.data_ptr() as usize)?;
+    info.set_item("read_only", tensor.is_read_only())?;
+    info.set_item("copied", tensor.is_copied())?;
+    info.set_item("legacy", tensor.is_legacy())?;
+    info.set_item("version", tensor.version().map(|v| (v.major, v.minor)))?;
+    let device = tensor.device();
+    info.set_item("device", (device.device_type.0, device.device_id))?;
+    let values = with_dtype!(dtype.as_str(), A => flat_values::<A>(py, &tensor))?;
+    info.set_item("values", values)?;
+    Ok(info)
+}
+
+fn flat_values<'py, A: TestElement>(
+    py: Python<'py>,
+    tensor: &ManagedTensor,
+) -> PyResult<Bound<'py, PyList>> {
+    let view = tensor.as_array::<A, IxDyn>()?;
+    let items = view
+        .iter()
+        .map(|&v| v.to_py(py))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}
+
+/// Imports `obj` and returns the address of its first element (then drops it).
+#[pyfunction]
+fn import_ptr(tensor: ManagedTensor) -> usize {
+    tensor.data_ptr() as usize
+}
+
+/// Imports `obj` passing `copy` to its producer; returns `inspect` of the result.
+#[pyfunction]
+#[pyo3(signature = (obj, copy = None))]
+fn import_with<'py>(obj: &Bound<'py, PyAny>, copy: Option<bool>) -> PyResult<Bound<'py, PyDict>> {
+    inspect(obj.py(), from_dlpack_with(obj, copy)?)
+}
+
+/// Imports `obj` and exports it again, without copying: Python → Rust → Python.
+#[pyfunction]
+fn roundtrip(tensor: ManagedTensor) -> ManagedTensor {
+    tensor
+}
+
+/// Imports `obj` into an owned `ndarray::Array` of `dtype` (a copy for any foreign
+/// producer, none for our own `Array` exports) and exports that.
+#[pyfunction]
+fn roundtrip_owned(tensor: ManagedTensor, dtype: &str) -> PyResult<ManagedTensor> {
+    with_dtype!(dtype, A => {
+        let array = ArrayD::<A>::from_dlpack(tensor)?;
+        Ok(array.to_dlpack()?)
+    })
+}
+
+/// Imports `obj` and drops it on a new thread, detached from the interpreter: the
+/// producer's deleter runs there.
+#[pyfunction]
+fn drop_on_thread(py: Python<'_>, tensor: ManagedTensor) -> PyResult<()> {
+    py.detach(move || std::thread::spawn(move || drop(tensor)).join())
+        .map_err(|_| PyValueError::new_err("the dropping thread panicked"))
+}
+
+/// The number of counted exports whose owner is still alive.
+#[pyfunction]
+fn live_exports() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+/// A read-only export (an `ArcArray` still shared elsewhere when exported).
+#[pyfunction]
+#[pyo3(signature = (shape, counted = false))]
+fn make_read_only(shape: Vec<usize>, counted: bool) -> PyResult<ManagedTensor> {
+    let array = build_array::<f32>(&shape, "c")?.into_shared();
+    let keep = array.clone();
+    let tensor = if counted {
+        let shape = array.shape().to_vec();
+        let strides = array.strides().to_vec();
+        let owner = Counted::new(array);
+        let data = owner.0.as_ptr().cast_mut().cast();
+        let shape: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
+        let strides: Vec<i64> = strides.iter().map(|&s| s as i64).collect();
+        // SAFETY:
+        // - `data` is element `[0, ...]` of the shared buffer, which the owner's
+        //   `ArcArray` keeps alive and unmoved; shape and strides are the array's;
+        // - the tensor is `READ_ONLY`, and `ArcArray` copies on write, so nobody writes
+        //   the buffer while the tensor lives;
+        // - the dtype is `f32`'s.
+        unsafe {
+            ManagedTensor::from_owner(
+                owner,
+                move |_| data,
+                &shape,
+                Some(&strides),
+                DataType::F32,
+                Device::CPU,
+                dlpack_core::ffi::DLPACK_FLAG_BITMASK_READ_ONLY,
+            )?
+        }
+    } else {
+        array.to_dlpack()?
+    };
+    drop(keep);
+    Ok(tensor)
+}
+
+/// A counted tensor of `n` bytes of dtype `float8_e4m3fn`, which no `Element` maps.
+#[pyfunction]
+fn make_float8(n: usize) -> PyResult<ManagedTensor> {
+    let owner = Counted::new(vec![0x38u8; n]); // 0x38 is 1.0 in float8_e4m3fn
+    let dtype = DataType::new(DLDataTypeCode::kDLFloat8_e4m3fn, 8, 1);
+    // SAFETY:
+    // - the pointer is the start of the owner's `n` bytes, one per element, which the
+    //   owner keeps alive and unmoved; every byte is a valid float8;
+    // - nobody else holds the buffer; the tensor is writable.
+    Ok(unsafe {
+        ManagedTensor::from_owner(
+            owner,
+            |o| o.0.as_mut_ptr().cast(),
+            &[n as i64],
+            Some(&[1]),
+            dtype,
+            Device::CPU,
+            0,
+        )?
+    })
+}
+
+/// A counted, empty `float32` tensor (shape `(0,)`, NULL data) on device
+/// `(device_type, device_id)`: an honest tensor on any device, since it has no data.
+#[pyfunction]
+fn make_on_device(device_type: i32, device_id: i32) -> PyResult<ManagedTensor> {
+    let owner = Counted::new(());
+    let device = Device::new(DLDeviceType(device_type), device_id);
+    // SAFETY: the tensor has no elements, so no memory is described; NULL data is
+    // what the standard asks for then.
+    Ok(unsafe {
+        ManagedTensor::from_owner(
+            owner,
+            |_| core::ptr::null_mut(),
+            &[0],
+            Some(&[1]),
+            DataType::F32,
+            device,
+            0,
+        )?
+    })
+}
+
+/// A versioned capsule over a counted tensor whose header claims major version `major`.
+#[pyfunction]
+fn capsule_with_major(py: Python<'_>, major: u32) -> PyResult<Bound<'_, PyAny>> {
+    let (tensor, _) = make("float32", vec![3], "c", true, 0)?;
+    let object = Bound::new(py, Tensor::new(tensor))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("max_version", (1, 3))?;
+    let capsule = object.call_method("__dlpack__", (), Some(&kwargs))?;
+    let pointer = capsule
+        .cast::<PyCapsule>()?
+        .pointer_checked(Some(c"dltensor_versioned"))?
+        .cast::<DLManagedTensorVersioned>();
+    // SAFETY:
+    // - the capsule was just made by `__dlpack__` and holds an unconsumed header of ours,
+    //   which nobody else reads or writes now;
+    // - `version` is a plain field of the live, aligned header.
+    unsafe { (*pointer.as_ptr()).version.major = major };
+    Ok(capsule)
+}
+
+/// A capsule that is not a DLPack tensor.
+#[pyfunction]
+fn foreign_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    PyCapsule::new_with_value(py, 0u64, c"not_a_tensor")
+}
+
+#[derive(Debug)]
+struct Linear {
+    weight: Array2<f32>,
+    bias: Array1<f32>,
+}
+
+#[derive(Debug)]
+struct Mlp {
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Linear {
+    fn new(inputs: usize, outputs: usize, seed: f32) -> Self {
+        Self {
+            weight: Array2::from_shape_fn((outputs, inputs), |(o, i)| {
+                seed + o as f32 * 0.25 - i as f32 * 0.125
+            }),
+            bias: Array1::from_shape_fn(outputs, |o| seed - o as f32 * 0.5),
+        }
+    }
+
+    fn into_batch(self, prefix: &str, batch: &mut TensorBatch) -> dlpack_core::Result<()> {
+        batch.insert(format!("{prefix}.weight"), self.weight.to_dlpack()?)?;
+        batch.insert(format!("{prefix}.bias"), self.bias.to_dlpack()?)
+    }
+
+    fn from_batch(prefix: &str, batch: &mut TensorBatch) -> PyResult<Self> {
+        let mut take = |name: &str| {
+            let name = format!("{prefix}.{name}");
+            batch
+                .remove(&name)
+                .ok_or(dlpack_core::Error::MissingTensor { name })
+        };
+        Ok(Self {
+            weight: Array2::from_dlpack(take("weight")?)?,
+            bias: Array1::from_dlpack(take("bias")?)?,
+        })
+    }
+}
+
+/// Tensor name → address of its first element.
+type Pointers = Vec<(&'static str, usize)>;
+
+impl Mlp {
+    fn pointers(&self) -> Pointers {
+        vec![
+            ("fc1.weight", self.fc1.weight.as_ptr() as usize),
+            ("fc1.bias", self.fc1.bias.as_ptr() as usize),
+            ("fc2.weight", self.fc2.weight.as_ptr() as usize),
+            ("fc2.bias", self.fc2.bias.as_ptr() as usize),
+        ]
+    }
+}
+
+/// A Rust MLP (`fc1`: 4 → 8, `fc2`: 8 → 2) exported as a `state_dict`-like dict of
+/// tensors, without copying; also returns each tensor's Rust data address.
+#[pyfunction]
+fn model_state(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Pointers)> {
+    let model = Mlp {
+        fc1: Linear::new(4, 8, 1.0),
+        fc2: Linear::new(8, 2, -1.0),
+    };
+    let pointers = model.pointers();
+    let mut batch = TensorBatch::new();
+    model.fc1.into_batch("fc1", &mut batch)?;
+    model.fc2.into_batch("fc2", &mut batch)?;
+    Ok((batch.into_pyobject(py)?, pointers))
+}
+
+/// Imports an MLP strictly from a mapping (e.g. a PyTorch `state_dict`): exactly the
+/// four tensors, `float32`, of the right shapes. Returns name → (shape, sum).
+#[pyfunction]
+fn load_model(state: TensorBatch) -> PyResult<Vec<(String, Vec<usize>, f64)>> {
+    let mut batch = state;
+    let model = Mlp {
+        fc1: Linear::from_batch("fc1", &mut batch)?,
+        fc2: Linear::from_batch("fc2", &mut batch)?,
+    };
+    batch.expect_empty()?;
+    if model.fc1.weight.dim() != (8, 4)
+        || model.fc1.bias.len() != 8
+        || model.fc2.weight.dim() != (2, 8)
+        || model.fc2.bias.len() != 2
+    {
+        return Err(PyValueError::new_err(format!("wrong shapes: {model:?}")));
+    }
+    let sum = |a: f32| f64::from(a);
+    Ok(vec![
+        (
+            "fc1.weight".into(),
+            model.fc1.weight.shape().to_vec(),
+            sum(model.fc1.weight.sum()),
+        ),
+        (
+            "fc1.bias".into(),
+            model.fc1.bias.shape().to_vec(),
+            sum(model.fc1.bias.sum()),
+        ),
+        (
+            "fc2.weight".into(),
+            model.fc2.weight.shape().to_vec(),
+            sum(model.fc2.weight.sum()),
+        ),
+        (
+            "fc2.bias".into(),
+            model.fc2.bias.shape().to_vec(),
+            sum(model.fc2.bias.sum()),
+        ),
+    ])
+}
+
+/// Imports any mapping of tensors; returns name → (dtype, shape, first-element address)
+/// in the mapping's order.
+#[pyfunction]
+fn load_batch(batch: TensorBatch) -> Vec<(String, String, Vec<i64>, usize)> {
+    batch
+        .iter()
+        .map(|(name, t)| {
+            (
+                name.to_owned(),
+                t.dtype().to_string(),
+                t.shape().to_vec(),
+                t.data_ptr() as usize,
+            )
+        })
+        .collect()
+}
+
+/// Imports a mapping and exports it again as a dict, without copying.
+#[pyfunction]
+fn roundtrip_batch(batch: TensorBatch) -> TensorBatch {
+    batch
+}
+
+/// The Python module.
+#[pymodule]
+fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(make, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(import_ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(import_with, m)?)?;
+    m.add_function(wrap_pyfunction!(roundtrip, m)?)?;
+    m.add_function(wrap_pyfunction!(roundtrip_owned, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_on_thread, m)?)?;
+    m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(make_read_only, m)?)?;
+    m.add_function(wrap_pyfunction!(make_float8, m)?)?;
+    m.add_function(wrap_pyfunction!(make_on_device, m)?)?;
+    m.add_function(wrap_pyfunction!(capsule_with_major, m)?)?;
+    m.add_function(wrap_pyfunction!(foreign_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(model_state, m)?)?;
+    m.add_function(wrap_pyfunction!(load_model, m)?)?;
+    m.add_function(wrap_pyfunction!(load_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(roundtrip_batch, m)?)?;
+    m.add_class::<Tensor>()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Capsule ownership with an embedded interpreter (no Python packages needed); the
+    //! pytest suite covers NumPy, PyTorch and JAX.
+
+    use std::sync::Arc;
+
+    use dlpack_core::python::from_dlpack;
+    use ndarray::Array;
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::types::PyString;
+
+    use super::*;
+
+    /// A buffer that counts itself alive in its own counter (tests run in parallel).
+    struct Probe(Vec<f32>, Arc<AtomicUsize>);
+
+    impl Probe {
+        fn tensor(live: &Arc<AtomicUsize>) -> ManagedTensor {
+            live.fetch_add(1, Ordering::SeqCst);
+            let probe = Probe(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Arc::clone(live));
+            ManagedTensor::from_buffer(probe, 0, &[2, 3], &[3, 1]).unwrap()
+        }
+    }
+
+    impl AsMut<[f32]> for Probe {
+        fn as_mut(&mut self) -> &mut [f32] {
+            &mut self.0
+        }
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.1.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
+        Python::initialize();
+        Python::attach(f)
+    }
+
+    fn capsule<'py>(
+        object: &Bound<'py, Tensor>,
+        max_version: Option<(u32, u32)>,
+    ) -> Bound<'py, PyAny> {
+        let kwargs = PyDict::new(object.py());
+        kwargs.set_item("max_version", max_version).unwrap();
+        object.call_method("__dlpack__", (), Some(&kwargs)).unwrap()
+    }
+
+    fn name(capsule: &Bound<'_, PyAny>) -> String {
+        let repr = capsule.repr().unwrap();
+        repr.to_str().unwrap().split('"').nth(1).unwrap().to_owned()
+    }
+
+    #[test]
+    fn layouts_hold_the_formula_values() {
+        for layout in ["c", "f", "sliced", "stepped", "negative"] {
+            let a = build_array::<i32>(&[2, 3, 4], layout).unwrap();
+            let expected = Array::from_shape_fn((2, 3, 4), |(i, j, k)| i32::at(i * 12 + j * 4 + k));
+            assert_eq!(a, expected.into_dyn(), "{layout}");
+        }
+        let neg = build_array::<u8>(&[3, 2], "negative").unwrap();
+        assert!(neg.strides().iter().all(|&s| s < 0));
+        let f = build_array::<u8>(&[3, 2], "f").unwrap();
+        assert_eq!(f.strides(), &[1, 3]);
+    }
+
+    #[test]
+    fn consumed_capsules_hand_over_ownership() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            for max_version in [None, Some((1, 0))] {
+                let capsule = capsule(&object, max_version);
+                let imported = from_dlpack(&capsule).unwrap();
+                assert!(name(&capsule).starts_with("used_dltensor"));
+                assert_eq!(imported.is_legacy(), max_version.is_none());
+                let view = imported.as_array::<f32, ndarray::Ix2>().unwrap();
+                assert_eq!(view.sum(), 21.0);
+                drop(capsule); // renamed: its destructor leaves the tensor alone
+                assert_eq!(live.load(Ordering::SeqCst), 1);
+            }
+            drop(object);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn unconsumed_capsules_are_freed_by_their_destructor() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let capsules = [capsule(&object, None), capsule(&object, Some((1, 3)))];
+            assert_eq!(name(&capsules[0]), "dltensor");
+            assert_eq!(name(&capsules[1]), "dltensor_versioned");
+            drop(object);
+            assert_eq!(live.load(Ordering::SeqCst), 1);
+            drop(capsules);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn a_capsule_is_consumed_once() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let capsule = capsule(&object, Some((1, 0)));
+            let first = from_dlpack(&capsule).unwrap();
+            let err = from_dlpack(&capsule).unwrap_err();
+            assert!(err.is_instance_of::<PyValueError>(py), "{err}");
+            drop((first, capsule, object));
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn unsupported_major_version_leaves_the_capsule_to_its_destructor() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let capsule = capsule(&object, Some((1, 0)));
+            drop(object);
+            let pointer = capsule
+                .cast::<PyCapsule>()
+                .unwrap()
+                .pointer_checked(Some(c"dltensor_versioned"))
+                .unwrap()
+                .cast::<DLManagedTensorVersioned>();
+            // SAFETY: the capsule holds an unconsumed header of ours that nothing else
+            // reads or writes now; `version` is a plain field of it.
+            unsafe { (*pointer.as_ptr()).version.major = 2 };
+            let err = from_dlpack(&capsule).unwrap_err();
+            assert!(err.is_instance_of::<PyBufferError>(py), "{err}");
+            assert_eq!(name(&capsule), "dltensor_versioned");
+            assert_eq!(live.load(Ordering::SeqCst), 1);
+            drop(capsule);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn imports_can_be_dropped_on_other_threads() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let imported: ManagedTensor = object.extract().unwrap();
+            drop(object);
+            py.detach(|| std::thread::spawn(move || drop(imported)).join().unwrap());
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn batches_become_dicts_and_back() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let mut batch = TensorBatch::new();
+            batch.insert("a", Probe::tensor(&live)).unwrap();
+            batch.insert("b.c", Probe::tensor(&live)).unwrap();
+            let dict = batch.into_pyobject(py).unwrap();
+            let back: TensorBatch = dict.extract().unwrap();
+            assert_eq!(back.names().collect::<Vec<_>>(), ["a", "b.c"]);
+            drop((dict, back));
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn errors_map_to_numpy_exception_types() {
+        with_python(|py| {
+            let err = |e: dlpack_core::Error| PyErr::from(e);
+            let dtype = dlpack_core::Error::DtypeMismatch {
+                expected: DataType::F32,
+                found: DataType::F64,
+            };
+            assert!(err(dtype.clone()).is_instance_of::<PyTypeError>(py));
+            assert!(err(dtype.in_tensor("w")).is_instance_of::<PyTypeError>(py));
+            let exotic = dlpack_core::Error::DtypeMismatch {
+                expected: DataType::F32,
+                found: DataType::new(DLDataTypeCode::kDLFloat8_e5m2, 8, 1),
+            };
+            assert!(err(exotic).is_instance_of::<PyBufferError>(py));
+            let device = dlpack_core::Error::UnsupportedDevice {
+                device: Device::new(DLDeviceType::kDLCUDA, 0),
+            };
+            assert!(err(device).is_instance_of::<PyBufferError>(py));
+            assert!(err(dlpack_core::Error::ReadOnly).is_instance_of::<PyValueError>(py));
+            let not_a_tensor = PyString::new(py, "x").into_any();
+            let e = from_dlpack(&not_a_tensor).unwrap_err();
+            assert!(e.is_instance_of::<PyTypeError>(py));
+        });
+    }
+}
