@@ -93,6 +93,15 @@ fn round_trip(c: &mut Criterion) {
                 BatchSize::NumIterations(64),
             )
         });
+        // One array exported and reclaimed over and over: no setup, no allocator or
+        // cache effects of fresh arrays, so only the size-independent work remains.
+        group.bench_function(BenchmarkId::new("dlpack-core-same-array", n), |b| {
+            let mut slot = Some(Array2::<f32>::zeros((2, n / 2)));
+            b.iter(|| {
+                let a = slot.take().unwrap();
+                slot = Some(Array2::<f32>::from_dlpack(a.to_dlpack().unwrap()).unwrap());
+            })
+        });
         // dlpark cannot reclaim an array: export, then import as a view.
         group.bench_function(BenchmarkId::new("dlpark", n), |b| {
             b.iter_batched(

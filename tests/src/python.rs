@@ -572,7 +572,23 @@ fn roundtrip_batch(batch: TensorBatch) -> TensorBatch {
 
 /// The Python module.
 #[pymodule]
+/// Imports `tensor` and views it as a float32 array (the DLPack path timed by
+/// tests/python/bench_exchange.py); returns the view's data address.
+#[pyfunction]
+fn view_f32(tensor: ManagedTensor) -> PyResult<usize> {
+    Ok(tensor.as_array::<f32, IxDyn>()?.as_ptr() as usize)
+}
+
+/// Views a NumPy float32 array with rust-numpy (`PyReadonlyArray::as_array`), the
+/// non-DLPack zero-copy path, as the reference for `view_f32`.
+#[pyfunction]
+fn view_f32_numpy(array: numpy::PyReadonlyArrayDyn<'_, f32>) -> usize {
+    array.as_array().as_ptr() as usize
+}
+
 fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(view_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(view_f32_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(make, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(import_ptr, m)?)?;

@@ -1,0 +1,117 @@
+"""Python-side timings of the DLPack exchange, each beside its reference in one run.
+
+Medians of repeated timings (as `python -m timeit` reports), per call:
+
+- `np.from_dlpack(ours)` vs `np.from_dlpack(np_array)`;
+- `torch.from_dlpack(ours)` vs `torch.from_dlpack(np_array)`;
+- import of a NumPy array into a Rust ndarray view: DLPack (`view_f32`) vs rust-numpy's
+  `PyReadonlyArray::as_array` (`view_f32_numpy`), the non-DLPack zero-copy path;
+
+at n = 10 and n = 10^8 float32 elements (arrays are made outside the timed part), then
+a memory check: a 1 GiB Rust array crosses to NumPy, to PyTorch and back to Rust while
+peak RSS is watched.
+
+Run with `scripts/bench-python` (which builds the extension in release mode).
+"""
+
+import gc
+import resource
+import statistics
+import sys
+import timeit
+
+import numpy as np
+import torch
+
+import dlpack_test_ext as ext
+
+REPEAT = 15
+
+
+def per_call(stmt, number):
+    """Median seconds per call over REPEAT timings of `number` calls."""
+    times = timeit.Timer(stmt).repeat(repeat=REPEAT, number=number)
+    return statistics.median(t / number for t in times)
+
+
+def fmt(seconds):
+    return f"{seconds * 1e9:,.0f} ns" if seconds < 1e-5 else f"{seconds * 1e6:,.2f} µs"
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timings():
+    rows = []
+    for n in (10, 10**8):
+        number = 20_000 if n == 10 else 2_000
+        ours, _ = ext.make("float32", [n])
+        reference = np.zeros(n, dtype=np.float32)
+        assert np.from_dlpack(ours).__array_interface__["data"][0] == ext.import_ptr(ours)
+
+        cases = [
+            ("np.from_dlpack", lambda: np.from_dlpack(ours), lambda: np.from_dlpack(reference)),
+            (
+                "torch.from_dlpack",
+                lambda: torch.from_dlpack(ours),
+                lambda: torch.from_dlpack(reference),
+            ),
+            (
+                "numpy array -> Rust view",
+                lambda: ext.view_f32(reference),
+                lambda: ext.view_f32_numpy(reference),
+            ),
+        ]
+        for name, mine, theirs in cases:
+            # Interleave to share the machine's noise.
+            a = per_call(mine, number)
+            b = per_call(theirs, number)
+            rows.append((name, n, a, b))
+        del ours, reference
+        gc.collect()
+    return rows
+
+
+def memory_check():
+    n = (1 << 30) // 4  # 1 GiB of float32
+    ours, ptr = ext.make("float32", [n])  # filled by Rust: every page is resident
+    gc.collect()
+    before = peak_rss_mib()
+    a = np.from_dlpack(ours)
+    assert a.__array_interface__["data"][0] == ptr
+    t = torch.from_dlpack(ours)
+    assert t.data_ptr() == ptr
+    back = ext.import_ptr(t)  # torch -> Rust
+    assert back == ptr
+    assert ext.view_f32(a) == ptr  # numpy -> Rust view
+    after = peak_rss_mib()
+    del a, t, ours
+    gc.collect()
+    return before, after
+
+
+def main():
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}")
+    print(f"median of {REPEAT} repeats, per call\n")
+    print("| operation | n | ours | reference | ratio (ours / ref) |")
+    print("|---|---|---|---|---|")
+    refs = {
+        "np.from_dlpack": "np.from_dlpack(np_array)",
+        "torch.from_dlpack": "torch.from_dlpack(np_array)",
+        "numpy array -> Rust view": "rust-numpy as_array",
+    }
+    for name, n, a, b in timings():
+        label = f"`{name}(ours)`" if "from_dlpack" in name else "DLPack `as_array`"
+        print(f"| {label} vs {refs[name]} | {n:.0e} | {fmt(a)} | {fmt(b)} | {a / b:.2f} |")
+    before, after = memory_check()
+    growth = (after - before) / before * 100
+    print(
+        f"\n1 GiB array Rust -> NumPy -> PyTorch -> Rust: peak RSS {before:,.1f} MiB "
+        f"before, {after:,.1f} MiB after ({growth:+.2f} %)"
+    )
+    assert growth < 1.0, "a zero-copy exchange must not grow peak RSS"
+
+
+if __name__ == "__main__":
+    main()
