@@ -48,25 +48,33 @@ impl FromDLPack for Image {
                 reason: format!("an RGB image needs 3 channels, found {channels}"),
             });
         }
-        // Our own export: the very `Vec` we exported, still laid out as we left it.
-        let ours = tensor.as_array::<u8, Ix3>()?.is_standard_layout()
-            && tensor.owner::<Vec<u8>>().is_some_and(|pixels| {
-                pixels.as_ptr() == tensor.data_ptr().cast_const().cast()
-                    && pixels.len() == height * width * 3
-            });
-        let tensor = if ours {
-            match tensor.into_owner::<Vec<u8>>() {
-                Ok(pixels) => {
-                    return Ok(Self {
-                        width,
-                        height,
-                        pixels,
-                    });
-                }
-                Err(tensor) => tensor,
+        // Our own export: the very `Vec` we exported, if it is still laid out as we left
+        // it (another `Vec<u8>` export may have another layout: then copy from it).
+        let first = tensor.data_ptr() as usize;
+        let strides: Vec<isize> = tensor
+            .strides()
+            .unwrap_or(&[])
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        let standard = tensor.as_array::<u8, Ix3>()?.is_standard_layout();
+        let tensor = match tensor.into_owner::<Vec<u8>>() {
+            Ok(pixels)
+                if standard
+                    && pixels.as_ptr() as usize == first
+                    && pixels.len() == height * width * 3 =>
+            {
+                return Ok(Self {
+                    width,
+                    height,
+                    pixels,
+                });
             }
-        } else {
-            tensor
+            Ok(pixels) => {
+                let offset = first - pixels.as_ptr() as usize;
+                ManagedTensor::from_buffer(pixels, offset, &[height, width, 3], &strides)?
+            }
+            Err(tensor) => tensor,
         };
         let pixels = tensor
             .as_array::<u8, Ix3>()?

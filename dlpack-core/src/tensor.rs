@@ -336,12 +336,17 @@ impl ManagedTensor {
         })
     }
 
-    /// The owner value of a tensor made by this crate (by [`from_owner`](Self::from_owner),
-    /// [`from_buffer`](Self::from_buffer) or an array export) with owner type `O`; `None`
-    /// for any other tensor.
-    ///
-    /// Array exports own an `Array<A, D>` (or a shared `ArcArray<A, D>`).
-    pub fn owner<O: 'static>(&self) -> Option<&O> {
+    /// The owner value of a tensor made by this crate with owner type `O`; `None` for
+    /// any other tensor. Crate-internal: a public `&O` could reach the data through an
+    /// owner's interior mutability while views borrowed from the tensor read it.
+    pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
+        // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
+        // `self` and is only moved out by `into_owner`, which consumes `self`.
+        self.owner_ptr::<O>().map(|owner| unsafe { &*owner })
+    }
+
+    /// Where the owner of a tensor made by this crate with owner type `O` lives.
+    fn owner_ptr<O: 'static>(&self) -> Option<*const O> {
         if self.own_head_owner_type()? != TypeId::of::<O>() {
             return None;
         }
@@ -349,16 +354,22 @@ impl ManagedTensor {
             // SAFETY:
             // - the marker and the matching `TypeId` prove the allocation is a
             //   `Header<DLManagedTensorVersioned, O>` with an initialised owner;
-            // - the owner is only dropped by the deleter, after `self` dies.
-            Raw::Versioned(ptr) => unsafe { &*(*Header::<_, O>::of(ptr)).owner },
+            // - this only computes a field address inside that live allocation.
+            Raw::Versioned(ptr) => unsafe {
+                (&raw const (*Header::<_, O>::of(ptr)).owner).cast::<O>()
+            },
             // SAFETY: as above, for `Header<DLManagedTensor, O>`.
-            Raw::Legacy(ptr) => unsafe { &*(*Header::<_, O>::of(ptr)).owner },
+            Raw::Legacy(ptr) => unsafe {
+                (&raw const (*Header::<_, O>::of(ptr)).owner).cast::<O>()
+            },
         })
     }
 
     /// Takes the owner value back out of a tensor made by this crate with owner type `O`
-    /// (see [`owner`](Self::owner)), freeing the header without running the deleter: the
-    /// zero-copy way back for custom containers. Any other tensor comes back in `Err`.
+    /// ([`from_owner`](Self::from_owner), [`from_buffer`](Self::from_buffer); array
+    /// exports own an `Array<A, D>` or a shared `ArcArray<A, D>`), freeing the header
+    /// without running the deleter: the zero-copy way back for custom containers. Any
+    /// other tensor comes back in `Err`.
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -370,13 +381,13 @@ impl ManagedTensor {
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
     pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
-        if self.owner::<O>().is_none() {
+        if self.owner_ptr::<O>().is_none() {
             return Err(self);
         }
         let this = ManuallyDrop::new(self);
         Ok(match this.raw {
             // SAFETY:
-            // - `owner::<O>` proved the allocation is a `Header<_, O>` made by `build`;
+            // - `owner_ptr::<O>` proved the allocation is a `Header<_, O>` made by `build`;
             // - `this` is never dropped, so the deleter never runs and the owner is
             //   read (moved out) exactly once before the memory is freed.
             Raw::Versioned(ptr) => unsafe { Header::<_, O>::take(ptr) },
@@ -657,7 +668,10 @@ impl Dims<'_> {
 /// - the pointer returned by `data` (called once, with the owner at its final address)
 ///   plus `desc.byte_offset` satisfies the data requirements of
 ///   [`ManagedTensor::from_raw`] for `desc` for as long as the owner is alive and not
-///   moved, given that the owner is never touched again until it is dropped.
+///   moved, given that from then on the owner is only read through shared references
+///   (`ManagedTensor::owner`, crate-internal, for owners whose shared references
+///   cannot write the data) until it is dropped, or moved out together with the tensor
+///   ([`ManagedTensor::into_owner`], which ends the tensor).
 pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     owner: O,
     data: impl FnOnce(&mut O) -> *mut c_void,
@@ -851,7 +865,7 @@ impl ManagedTensor {
         // SAFETY:
         // - `check_in_buffer` checked the rank fits i32, one stride per axis, values fit i64;
         // - `check_in_buffer` proved every element reachable from `buffer[offset]` lies
-        //   inside the buffer, which the owner keeps alive, unmoved and untouched until
+        //   inside the buffer, which the owner keeps alive, unmoved and only read until
         //   its drop (its heap data or inline data now lives inside our allocation);
         // - the `&mut [A]` from `as_mut` is exclusive, so nobody else accesses it, and it
         //   is writable; `A: Element` makes the dtype match the memory.

@@ -570,8 +570,6 @@ fn roundtrip_batch(batch: TensorBatch) -> TensorBatch {
     batch
 }
 
-/// The Python module.
-#[pymodule]
 /// Imports `tensor` and views it as a float32 array (the DLPack path timed by
 /// tests/python/bench_exchange.py); returns the view's data address.
 #[pyfunction]
@@ -586,6 +584,8 @@ fn view_f32_numpy(array: numpy::PyReadonlyArrayDyn<'_, f32>) -> usize {
     array.as_array().as_ptr() as usize
 }
 
+/// The Python module.
+#[pymodule]
 fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(view_f32, m)?)?;
     m.add_function(wrap_pyfunction!(view_f32_numpy, m)?)?;
