@@ -224,12 +224,9 @@ fn check_bool_bytes<A, D: Dimension>(raw: RawArrayView<A, D>) -> Result<()> {
     //   producer guarantees the bytes are initialised and not written meanwhile;
     // - `u8` accepts every initialised byte.
     let view = unsafe { bytes.deref_into_view() };
-    match view.iter().position(|&b| b > 1) {
+    match view.iter().enumerate().find(|&(_, &byte)| byte > 1) {
         None => Ok(()),
-        Some(index) => Err(Error::InvalidBool {
-            index,
-            byte: view.iter().nth(index).copied().unwrap_or(0),
-        }),
+        Some((index, &byte)) => Err(Error::InvalidBool { index, byte }),
     }
 }
 
@@ -384,41 +381,50 @@ macro_rules! each_dim {
 /// The `Array` inside one of our `Array` or `ArcArray` exports of `A` with the rank of
 /// `D`, without copying (an `ArcArray` still shared elsewhere is copied); else the
 /// tensor back.
+///
+/// The rank is checked on the owner itself, not on the header: whoever held the raw
+/// pointer could have written the header, never the owner.
 fn reclaim<A: Element, D: Dimension + 'static>(
     tensor: ManagedTensor,
 ) -> Result<Array<A, D>, ManagedTensor> {
-    if !tensor.is_own() || tensor.dtype() != A::DTYPE {
+    if !tensor.is_own() {
         return Err(tensor);
     }
-    if D::NDIM.is_some_and(|n| n != tensor.ndim()) {
-        return Err(tensor);
-    }
+    let fits = |ndim: usize| D::NDIM.is_none_or(|n| n == ndim);
     let mut tensor = tensor;
     macro_rules! try_dim {
         ($E:ty) => {
-            tensor = match tensor.into_owner::<Array<A, $E>>() {
-                Ok(array) => return into_dim(array).ok_or_else(|| unreachable_rank()),
-                Err(t) => t,
-            };
-            tensor = match tensor.into_owner::<ArcArray<A, $E>>() {
-                Ok(array) => return into_dim(array.into_owned()).ok_or_else(|| unreachable_rank()),
-                Err(t) => t,
-            };
+            if tensor
+                .owner::<Array<A, $E>>()
+                .is_some_and(|a| fits(a.ndim()))
+            {
+                tensor = match tensor.into_owner::<Array<A, $E>>() {
+                    Ok(array) => return Ok(into_dim(array)),
+                    Err(t) => t,
+                };
+            }
+            if tensor
+                .owner::<ArcArray<A, $E>>()
+                .is_some_and(|a| fits(a.ndim()))
+            {
+                tensor = match tensor.into_owner::<ArcArray<A, $E>>() {
+                    Ok(array) => return Ok(into_dim(array.into_owned())),
+                    Err(t) => t,
+                };
+            }
         };
     }
     each_dim!(try_dim);
     Err(tensor)
 }
 
-fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Option<Array<A, D>> {
-    array.into_dimensionality::<D>().ok()
-}
-
-#[cold]
-fn unreachable_rank() -> ManagedTensor {
-    // The rank was checked against the header before the owner was taken, and our
-    // headers always describe their owner.
-    unreachable!("owner rank differs from its own header")
+/// Converts between dimension types of the same rank (checked by the caller), which
+/// ndarray cannot refuse.
+fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
+    match array.into_dimensionality::<D>() {
+        Ok(array) => array,
+        Err(_) => unreachable!("same rank, so the dimension converts"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -841,7 +841,7 @@ impl ManagedTensor {
         // Check against the buffer as it is now; `data` below re-checks the length at
         // the owner's final address, in case `as_mut` is not stable across calls.
         let len = owner.as_mut().len();
-        layout::check_in_buffer(shape, strides, offset, len, size_of::<A>())?;
+        layout::check_in_buffer(shape, strides, offset, len)?;
         let desc = Desc {
             dims: Dims::Native {
                 shape,

@@ -537,3 +537,17 @@ fn fixed_rank_mismatch_does_not_reclaim() {
     assert_eq!(back.as_ptr(), ptr);
     let _ = Ix0;
 }
+
+#[test]
+fn reclaim_trusts_the_owner_not_a_rewritten_header() {
+    let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    let raw = a.to_dlpack().unwrap().into_raw();
+    // A raw holder rewrites `ndim` (the header is plain writable memory).
+    // SAFETY: `raw` is a live tensor we own; `ndim` 1 still describes memory inside it
+    // (the first axis: 2 elements with stride 3).
+    unsafe { (*raw).dl_tensor.ndim = 1 };
+    // SAFETY: ownership comes back; the header is still honest about its memory.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    // The owner is 2-d, so no 1-d reclaim: a checked copy of what the header says.
+    assert_eq!(Array1::<f32>::from_dlpack(t).unwrap(), array![1.0, 4.0]);
+}
