@@ -104,8 +104,9 @@ use std::sync::Arc;
 use ndarray::IxDyn;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyTuple};
-use pyo3::{IntoPyObject, ffi, intern};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyInt, PyString, PyTuple};
+use pyo3::{IntoPyObject, PyTypeInfo, ffi, intern};
 
 use crate::batch::TensorBatch;
 use crate::device::Device;
@@ -260,25 +261,12 @@ impl From<ManagedTensor> for Tensor {
 
 #[pymethods]
 impl Tensor {
-    /// Exports the tensor as a DLPack capsule (Python array API `__dlpack__`).
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
-        stream: Option<&Bound<'py, PyAny>>,
-        max_version: Option<&Bound<'py, PyAny>>,
-        dl_device: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let max_version: Option<(i64, i64)> = max_version.map(pair).transpose()?;
-        let dl_device: Option<(i32, i32)> = dl_device.map(pair).transpose()?;
-        let request = Request {
-            stream: stream.is_some(),
-            legacy: max_version.is_none_or(|(major, _)| major < 1),
-            dl_device: dl_device.map(|(ty, id)| Device::new(DLDeviceType(ty), id)),
-            copy,
-        };
-        export(py, &self.tensor, request)
+    /// `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`: a
+    /// method descriptor around [`dlpack_fastcall`], CPython's fastest calling convention.
+    #[classattr]
+    #[pyo3(name = "__dlpack__")]
+    fn dlpack_method(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        method_descriptor(py)
     }
 
     /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.
@@ -364,23 +352,229 @@ impl<'py> IntoPyObject<'py> for TensorBatch {
 
 /// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
 fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {
-    let tuple = arg
+    let (a, b) = two(arg)?;
+    match (a.extract(), b.extract()) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        _ => Err(not_two_integers()),
+    }
+}
+
+/// The major version of a `max_version=(major, minor)` argument: a tuple of two
+/// integers, like [`pair`]'s, of which only the major matters.
+fn major_version(arg: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let (major, minor) = two(arg)?;
+    if !minor.is_instance_of::<PyInt>() && minor.extract::<i64>().is_err() {
+        return Err(not_two_integers());
+    }
+    major.extract().map_err(|_| not_two_integers())
+}
+
+/// The two items of a tuple of length two.
+fn two<'a, 'py>(
+    arg: &'a Bound<'py, PyAny>,
+) -> PyResult<(Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> {
+    let mut items = arg
         .cast::<PyTuple>()
         .ok()
         .filter(|t| t.len() == 2)
-        .ok_or_else(|| {
-            PyTypeError::new_err(format!(
-                "expected None or a tuple of two integers, got {}",
-                type_name(arg)
-            ))
-        })?;
-    let item = |i| -> PyResult<T> {
-        tuple
-            .get_item(i)?
-            .extract()
-            .map_err(|_| PyTypeError::new_err("expected None or a tuple of two integers"))
+        .map(|t| t.iter_borrowed())
+        .into_iter()
+        .flatten();
+    match (items.next(), items.next()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(PyTypeError::new_err(format!(
+            "expected None or a tuple of two integers, got {}",
+            type_name(arg)
+        ))),
+    }
+}
+
+fn not_two_integers() -> PyErr {
+    PyTypeError::new_err("expected None or a tuple of two integers")
+}
+
+// ---------------------------------------------------------------------------------------
+// `Tensor.__dlpack__`, called the way CPython calls its own methods.
+// ---------------------------------------------------------------------------------------
+
+/// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
+const DLPACK_DOC: &CStr =
+    c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
+
+Exports the tensor as a DLPack capsule (Python array API `__dlpack__`).";
+
+/// The keyword arguments of `__dlpack__`, in [`DlpackArgs`] order.
+const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+
+/// A method descriptor of `Tensor` (what CPython makes for the methods of its own
+/// types) calling [`dlpack_fastcall`].
+///
+/// `__dlpack__` runs once per exchange, and PyO3's generic argument parsing would cost
+/// about as much as the rest of an export: this method reads its four keywords itself.
+fn method_descriptor(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    // Made while the type is made (once per process; twice at worst, if two threads
+    // race to make the type): it lives as long as the type, so it is never freed.
+    let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: c"__dlpack__".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: dlpack_fastcall,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: DLPACK_DOC.as_ptr(),
+    }));
+    // While PyO3 fills the new type's dictionary it hands out the type itself.
+    let ty = Tensor::type_object(py);
+    // SAFETY:
+    // - `ty` is the `Tensor` type object, which the descriptor keeps alive;
+    // - `def` lives forever; `ml_name` and `ml_doc` are static C strings, and `ml_flags`
+    //   announce the signature that `ml_meth` has;
+    // - the thread is attached.
+    let descr = unsafe { ffi::PyDescr_NewMethod(ty.as_type_ptr(), def) };
+    // SAFETY: `descr` is a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, descr) }.map(Bound::unbind)
+}
+
+/// `Tensor.__dlpack__` with CPython's vectorcall convention (`METH_FASTCALL |
+/// METH_KEYWORDS`): `nargs` positional arguments, then one value per name in
+/// `kwnames`, all in `args`.
+///
+/// # Safety
+///
+/// - called by CPython through the method descriptor of [`method_descriptor`]: the
+///   thread is attached, `slf` is a live `Tensor` (the descriptor checks its type),
+///   `args` holds `nargs + len(kwnames)` live objects, and `kwnames` is NULL or a tuple
+///   of strings, all borrowed for the call.
+unsafe extern "C" fn dlpack_fastcall(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls methods on an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    let outcome = std::panic::catch_unwind(|| {
+        // SAFETY: `slf` is a live object borrowed for the call.
+        let slf = unsafe { Borrowed::from_ptr(py, slf) };
+        // SAFETY: `kwnames` is NULL or a live object borrowed for the call.
+        let kwnames = unsafe { Borrowed::from_ptr_or_opt(py, kwnames) };
+        let names = match kwnames {
+            Some(names) => names.cast::<PyTuple>()?.len(),
+            None => 0,
+        };
+        let count = usize::try_from(nargs).unwrap_or(0) + names;
+        let args: &[*mut ffi::PyObject] = if count == 0 {
+            &[]
+        } else {
+            // SAFETY: `args` points to `nargs + len(kwnames)` object pointers, valid
+            // for the call.
+            unsafe { std::slice::from_raw_parts(args, count) }
+        };
+        let args = args.iter().map(|&arg| {
+            // SAFETY: every argument is a live object borrowed for the call.
+            unsafe { Borrowed::from_ptr(py, arg) }
+        });
+        let slf = slf.cast::<Tensor>()?;
+        let request = DlpackArgs::parse(py, nargs, kwnames, args)?.request()?;
+        export(py, &slf.get().tensor, request)
+    });
+    let err = match outcome {
+        Ok(Ok(capsule)) => return capsule.into_ptr(),
+        Ok(Err(err)) => err,
+        Err(payload) => pyo3::panic::PanicException::new_err(panic_message(&*payload)),
     };
-    Ok((item(0)?, item(1)?))
+    err.restore(py);
+    ptr::null_mut()
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic in __dlpack__".to_owned())
+}
+
+/// The keyword arguments of one `__dlpack__` call, `None` where absent.
+#[derive(Default)]
+struct DlpackArgs<'a, 'py> {
+    values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
+}
+
+impl<'a, 'py> DlpackArgs<'a, 'py> {
+    /// Sorts the arguments of a vectorcall by keyword: positional arguments and unknown
+    /// or repeated keywords are a `TypeError`, as for any Python function.
+    fn parse(
+        py: Python<'py>,
+        nargs: ffi::Py_ssize_t,
+        kwnames: Option<Borrowed<'a, 'py, PyAny>>,
+        mut args: impl Iterator<Item = Borrowed<'a, 'py, PyAny>>,
+    ) -> PyResult<Self> {
+        if nargs != 0 {
+            return Err(PyTypeError::new_err(format!(
+                "Tensor.__dlpack__() takes no positional arguments ({nargs} given)"
+            )));
+        }
+        let mut parsed = Self::default();
+        let Some(kwnames) = kwnames else {
+            return Ok(parsed);
+        };
+        // Keyword names are nearly always interned, as these are: a pointer comparison
+        // finds them.
+        static INTERNED: PyOnceLock<[Py<PyString>; 4]> = PyOnceLock::new();
+        let interned =
+            INTERNED.get_or_init(py, || KEYWORDS.map(|k| PyString::intern(py, k).unbind()));
+        for name in kwnames.cast::<PyTuple>()?.iter_borrowed() {
+            let slot = match interned.iter().position(|k| name.is(k)) {
+                Some(slot) => slot,
+                None => {
+                    let name = name.cast::<PyString>()?;
+                    let text = name.to_cow()?;
+                    KEYWORDS.iter().position(|k| *k == text).ok_or_else(|| {
+                        PyTypeError::new_err(format!(
+                            "Tensor.__dlpack__() got an unexpected keyword argument '{text}'"
+                        ))
+                    })?
+                }
+            };
+            let value = args.next().ok_or_else(|| {
+                PyTypeError::new_err("Tensor.__dlpack__(): missing keyword value")
+            })?;
+            if parsed.values[slot].replace(value).is_some() {
+                return Err(PyTypeError::new_err(format!(
+                    "Tensor.__dlpack__() got multiple values for argument '{}'",
+                    KEYWORDS[slot]
+                )));
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// Reads the request from the arguments: `stream` may be anything, `max_version`
+    /// and `dl_device` `None` or a tuple of two integers, `copy` `None` or a `bool`.
+    fn request(&self) -> PyResult<Request> {
+        let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
+        let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
+        let major: Option<i64> = max_version.map(|v| major_version(&v)).transpose()?;
+        let dl_device: Option<(i32, i32)> = dl_device.map(|v| pair(&v)).transpose()?;
+        let copy = copy
+            .map(|v| {
+                v.extract::<bool>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "copy must be None or a bool, got {}",
+                        type_name(&v)
+                    ))
+                })
+            })
+            .transpose()?;
+        Ok(Request {
+            stream: stream.is_some(),
+            legacy: major.is_none_or(|major| major < 1),
+            dl_device: dl_device.map(|(ty, id)| Device::new(DLDeviceType(ty), id)),
+            copy,
+        })
+    }
 }
 
 /// What a `__dlpack__` caller asked for.
@@ -429,7 +623,8 @@ fn export<'py>(
         Some(false) => false,
         None => needs_copy,
     };
-    let (source, flags) = if copy {
+    let copied;
+    let (source, owner, device, flags) = if copy {
         if !own.is_cpu_accessible() {
             return Err(buffer_error(format!(
                 "cannot copy a tensor on {own}: only CPU-accessible memory can be copied"
@@ -442,30 +637,32 @@ fn export<'py>(
                 "unsupported device requested: a copy is made on cpu:0, not {wanted}"
             )));
         }
-        (
-            Arc::new(copy_tensor(tensor)?),
-            DLPACK_FLAG_BITMASK_IS_COPIED,
-        )
+        copied = Arc::new(copy_tensor(tensor)?);
+        let owner = Arc::clone(&copied);
+        (&*copied, owner, Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED)
     } else {
-        (
-            Arc::clone(shared),
-            tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED,
-        )
+        let flags = tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
+        (tensor, Arc::clone(shared), device, flags)
     };
-    let device = if copy { Device::CPU } else { device };
     if request.legacy {
-        let header = header::<DLManagedTensor>(source, device, flags);
-        into_capsule(py, header, true)
+        into_capsule(py, header::<DLManagedTensor>(source, owner, device, flags))
     } else {
-        let header = header::<DLManagedTensorVersioned>(source, device, flags);
-        into_capsule(py, header, false)
+        into_capsule(
+            py,
+            header::<DLManagedTensorVersioned>(source, owner, device, flags),
+        )
     }
 }
 
-/// A new header of ABI `M` describing `source`'s data, owned by the `Arc` itself.
-fn header<M: Abi>(source: Arc<ManagedTensor>, device: Device, flags: u64) -> ManagedTensor {
-    let owner = Arc::clone(&source);
-    let t = &*source;
+/// A new header of ABI `M` describing `source`'s data on `device`, owned by `owner`,
+/// an `Arc` of `source`.
+fn header<M: Abi>(
+    source: &ManagedTensor,
+    owner: Arc<ManagedTensor>,
+    device: Device,
+    flags: u64,
+) -> ManagedTensor {
+    debug_assert!(ptr::eq(source, &*owner));
     // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
     // older PyTorch ignores `byte_offset` on import.
     let flat = device.is_cpu_accessible()
@@ -473,13 +670,13 @@ fn header<M: Abi>(source: Arc<ManagedTensor>, device: Device, flags: u64) -> Man
             device.device_type,
             DLDeviceType::kDLCUDA | DLDeviceType::kDLROCM
         );
-    let byte_offset = if flat { 0 } else { t.byte_offset() };
+    let byte_offset = if flat { 0 } else { source.byte_offset() };
     let desc = Desc {
         dims: Dims::Raw {
-            shape: t.shape(),
-            strides: t.strides(),
+            shape: source.shape(),
+            strides: source.strides(),
         },
-        dtype: t.dtype(),
+        dtype: source.dtype(),
         device,
         byte_offset,
         flags,
@@ -490,30 +687,28 @@ fn header<M: Abi>(source: Arc<ManagedTensor>, device: Device, flags: u64) -> Man
     // SAFETY:
     // - the rank comes from a valid tensor's `i32` `ndim`, and its strides (if any) have
     //   one value per axis: `Dims::Raw` copies both from it;
-    // - the pointer is the source tensor's own data (plus its `byte_offset` when folded,
-    //   which is where its first element lies), described by the same shape, strides
-    //   and dtype; the owner `Arc` keeps the source alive, so its producer keeps that
-    //   memory valid until the last `Arc` is dropped by this header's deleter or
-    //   elsewhere; `device` is the source's own, or the CPU when the CPU can access it;
-    // - writes: `flags` keeps the source's `READ_ONLY` bit, and a legacy header (which
-    //   cannot carry flags) is only made over writable or freshly copied data. Other
-    //   holders of the same `Arc` may write the same memory, as other holders of a
-    //   NumPy array may: see "Soundness of imports" in the module docs.
+    // - the pointer is the data of `owner`, which is `source` (plus its `byte_offset`
+    //   when folded, which is where its first element lies), described by the same
+    //   shape, strides and dtype; the owner `Arc` keeps the source alive, so its
+    //   producer keeps that memory valid until the last `Arc` is dropped by this
+    //   header's deleter or elsewhere; `device` is the source's own, or the CPU when
+    //   the CPU can access it;
+    // - writes: `flags` keeps the source's `READ_ONLY` bit, and `export` asks for a
+    //   legacy header (which cannot carry flags) only over writable or freshly copied
+    //   data. Other holders of the same `Arc` may write the same memory, as other
+    //   holders of a NumPy array may: see "Soundness of imports" in the module docs.
     unsafe { build::<M, Arc<ManagedTensor>>(owner, data, desc) }
 }
 
 /// Moves a header into a new capsule whose destructor frees it unless it was consumed.
-fn into_capsule(py: Python<'_>, tensor: ManagedTensor, legacy: bool) -> PyResult<Bound<'_, PyAny>> {
-    let (pointer, name, destructor): (*mut c_void, &'static CStr, ffi::PyCapsule_Destructor) =
-        if legacy {
-            // A legacy header made by `header` carries no flags, so this cannot fail.
-            let raw = tensor
-                .into_raw_legacy()
-                .map_err(|_| Error::ReadOnlyLegacy)?;
-            (raw.cast(), LEGACY, destroy_legacy)
-        } else {
-            (tensor.into_raw().cast(), VERSIONED, destroy_versioned)
-        };
+fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bound<'_, PyAny>> {
+    // `export` makes legacy headers only over writable or freshly copied data.
+    let (pointer, legacy) = tensor.into_raw_as_is();
+    let (name, destructor): (&'static CStr, ffi::PyCapsule_Destructor) = if legacy {
+        (LEGACY, destroy_legacy)
+    } else {
+        (VERSIONED, destroy_versioned)
+    };
     // SAFETY:
     // - `pointer` is a non-null managed tensor of the kind `name` announces, whose
     //   ownership the capsule takes: `destructor` frees it unless a consumer renamed the
@@ -573,13 +768,17 @@ unsafe fn destroy<M: Deleter>(capsule: *mut ffi::PyObject, name: &CStr, used: &C
         return;
     }
     // An exception may be in flight (capsules die during unwinding too): keep it.
+    // SAFETY: the GIL is held.
+    let in_flight = !unsafe { ffi::PyErr_Occurred() }.is_null();
     let mut saved = [ptr::null_mut::<ffi::PyObject>(); 3];
-    let [ty, value, traceback] = &mut saved;
-    // SAFETY: three writable out-pointers; the GIL is held.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Fetch(ty, value, traceback)
-    };
+    if in_flight {
+        let [ty, value, traceback] = &mut saved;
+        // SAFETY: three writable out-pointers; the GIL is held.
+        #[allow(deprecated)]
+        unsafe {
+            ffi::PyErr_Fetch(ty, value, traceback)
+        };
+    }
     // SAFETY: `capsule` is a live object and `name` a C string; the GIL is held.
     let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
     if pointer.is_null() {
@@ -591,13 +790,22 @@ unsafe fn destroy<M: Deleter>(capsule: *mut ffi::PyObject, name: &CStr, used: &C
         // - under its unconsumed name the capsule's pointer is an `M` it owns;
         // - nobody else calls its deleter: consumers rename the capsule first.
         unsafe { M::delete(pointer.cast()) };
+        // A foreign deleter down the line should not raise; if one did, report it
+        // rather than leave it set in the middle of someone else's code.
+        // SAFETY: the GIL is held.
+        if !unsafe { ffi::PyErr_Occurred() }.is_null() {
+            // SAFETY: an exception is set; the GIL is held.
+            unsafe { ffi::PyErr_WriteUnraisable(capsule) };
+        }
     }
-    let [ty, value, traceback] = saved;
-    // SAFETY: restores (and takes back ownership of) what `PyErr_Fetch` returned.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Restore(ty, value, traceback)
-    };
+    if in_flight {
+        let [ty, value, traceback] = saved;
+        // SAFETY: restores (and takes back ownership of) what `PyErr_Fetch` returned.
+        #[allow(deprecated)]
+        unsafe {
+            ffi::PyErr_Restore(ty, value, traceback)
+        };
+    }
 }
 
 /// Calling the deleter of a raw managed tensor.

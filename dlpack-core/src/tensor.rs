@@ -182,6 +182,18 @@ impl ManagedTensor {
         })
     }
 
+    /// Gives up ownership of the header as it is, of either ABI (no adapter made or
+    /// unwrapped): `(pointer, true)` for a legacy `DLManagedTensor`, `(pointer, false)`
+    /// for a `DLManagedTensorVersioned`. The receiver must call its deleter once.
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn into_raw_as_is(self) -> (*mut c_void, bool) {
+        let this = ManuallyDrop::new(self);
+        match this.raw {
+            Raw::Versioned(ptr) => (ptr.as_ptr().cast(), false),
+            Raw::Legacy(ptr) => (ptr.as_ptr().cast(), true),
+        }
+    }
+
     /// If this is an ABI adapter made by [`into_raw`](Self::into_raw) or
     /// [`into_raw_legacy`](Self::into_raw_legacy), the tensor it wraps; else itself.
     fn unwrap_adapter(self) -> Self {

@@ -213,3 +213,83 @@ def test_batch_from_any_mapping(ext):
     ]
     back = ext.roundtrip_batch({"x": a})
     assert isinstance(back, dict) and np_ptr(np.from_dlpack(back["x"])) == np_ptr(a)
+
+
+# ---------------------------------------------------------------------------------------
+# How `__dlpack__` takes its arguments (a hand-written vectorcall method).
+# ---------------------------------------------------------------------------------------
+
+
+def test_dlpack_is_a_method_with_a_signature(ext):
+    import inspect
+
+    t, _ = sliced(ext)
+    method = type(t).__dict__["__dlpack__"]
+    assert type(method).__name__ == "method_descriptor"
+    params = inspect.signature(t.__dlpack__).parameters
+    assert list(params) == ["stream", "max_version", "dl_device", "copy"]
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is None for p in params.values())
+    assert "DLPack capsule" in t.__dlpack__.__doc__
+    # The unbound method checks its `self`, as CPython's own methods do.
+    with pytest.raises(TypeError):
+        type(t).__dlpack__(np.zeros(3))
+    assert capsule_name(type(t).__dlpack__(t)) == "dltensor"
+
+
+def test_keywords_in_any_form(ext):
+    t, ptr = sliced(ext)
+    # Names that are not interned (built at run time) are found by their text.
+    name = "".join(["max_", "version"])
+    assert capsule_name(t.__dlpack__(**{name: (1, 0)})) == "dltensor_versioned"
+    # Keywords through a dict, in any order, all of them.
+    kwargs = {"copy": None, "dl_device": (1, 0), "max_version": (1, 3), "stream": None}
+    capsule = t.__dlpack__(**kwargs)
+    assert capsule_name(capsule) == "dltensor_versioned"
+    assert ext.inspect(capsule)["ptr"] == ptr
+    # Integer-like versions (NumPy integers) are integers; bools are ints in Python.
+    assert capsule_name(t.__dlpack__(max_version=(np.int64(1), np.int8(2)))) == (
+        "dltensor_versioned"
+    )
+    assert capsule_name(t.__dlpack__(max_version=(0, np.uint16(9)))) == "dltensor"
+    # NumPy's bool is a bool.
+    capsule = t.__dlpack__(max_version=(1, 0), copy=np.bool_(True))
+    assert ext.inspect(capsule)["copied"] is True
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"device": None}, "unexpected keyword argument 'device'"),
+        ({"max_version": (1, "0")}, "two integers"),
+        ({"max_version": (1.0, 0)}, "two integers"),
+        ({"max_version": (1, 0, 0)}, "two integers, got tuple"),
+        ({"dl_device": [1, 0]}, "two integers, got list"),
+        ({"dl_device": (1, 2**40)}, "two integers"),
+        ({"copy": 1}, "copy must be None or a bool, got int"),
+        ({"copy": "yes"}, "copy must be None or a bool, got str"),
+    ],
+)
+def test_bad_keywords_are_type_errors(ext, kwargs, match):
+    t, _ = sliced(ext)
+    with pytest.raises(TypeError, match=match):
+        t.__dlpack__(**kwargs)
+
+
+def test_positional_arguments_are_refused(ext):
+    t, _ = sliced(ext)
+    with pytest.raises(TypeError, match="positional"):
+        t.__dlpack__(None)
+    with pytest.raises(TypeError, match="positional"):
+        t.__dlpack__(None, max_version=(1, 0))
+
+
+def test_exception_in_flight_survives_a_dying_capsule(ext):
+    # NumPy drops the capsule of a dtype it cannot take while its exception is set: the
+    # capsule's destructor frees the tensor and leaves that exception as it was.
+    t, _ = ext.make("bfloat16", [3], counted=True)
+    with pytest.raises(RuntimeError, match="Unsupported dtype"):
+        np.from_dlpack(t)
+    # The capsule let go of the tensor: only `t` keeps it alive now.
+    assert ext.live_exports() == 1
+    del t
+    assert ext.live_exports() == 0
