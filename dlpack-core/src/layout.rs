@@ -73,7 +73,7 @@ pub(crate) fn plan(
         if extent != 0 {
             nonzero = nonzero
                 .checked_mul(extent)
-                .ok_or(too_big("element count"))?;
+                .ok_or_else(|| too_big("element count"))?;
         }
     }
     let max_elems = isize::MAX as usize / elem_size.max(1);
@@ -111,11 +111,17 @@ pub(crate) fn plan(
                 }
                 let stride = strides[axis];
                 let abs = usize::try_from(stride.unsigned_abs()).map_err(|_| too_big("stride"))?;
-                let reach = abs.checked_mul(extent - 1).ok_or(too_big("element span"))?;
+                let reach = abs
+                    .checked_mul(extent - 1)
+                    .ok_or_else(|| too_big("element span"))?;
                 if stride < 0 {
-                    low = low.checked_add(reach).ok_or(too_big("element span"))?;
+                    low = low
+                        .checked_add(reach)
+                        .ok_or_else(|| too_big("element span"))?;
                 } else {
-                    high = high.checked_add(reach).ok_or(too_big("element span"))?;
+                    high = high
+                        .checked_add(reach)
+                        .ok_or_else(|| too_big("element span"))?;
                 }
                 strides_out[axis] = abs;
             }
@@ -124,7 +130,7 @@ pub(crate) fn plan(
     let span = low
         .checked_add(high)
         .and_then(|s| s.checked_add(1))
-        .ok_or(too_big("element span"))?;
+        .ok_or_else(|| too_big("element span"))?;
     if span > max_elems {
         return Err(too_big("byte span"));
     }
@@ -154,7 +160,9 @@ pub(crate) fn check_address(
     }
     let too_big = |what| Error::Overflow { what };
     let offset = usize::try_from(byte_offset).map_err(|_| too_big("byte offset"))?;
-    let first = data.checked_add(offset).ok_or(too_big("byte offset"))?;
+    let first = data
+        .checked_add(offset)
+        .ok_or_else(|| too_big("byte offset"))?;
     if first % align != 0 {
         return Err(Error::Misaligned {
             what: "data",
@@ -164,10 +172,12 @@ pub(crate) fn check_address(
     }
     // `plan` guarantees these products fit isize.
     let low_bytes = plan.low * elem_size;
-    let lowest = first.checked_sub(low_bytes).ok_or(too_big("address"))?;
+    let lowest = first
+        .checked_sub(low_bytes)
+        .ok_or_else(|| too_big("address"))?;
     lowest
         .checked_add(plan.span * elem_size)
-        .ok_or(too_big("address"))?;
+        .ok_or_else(|| too_big("address"))?;
     // Both `offset` and `low_bytes` are at most isize::MAX... but their difference must
     // fit isize as a signed distance from `data`.
     let delta = offset as i128 - low_bytes as i128;
@@ -236,7 +246,9 @@ pub(crate) fn check_in_buffer(
     let too_big = |what| Error::Overflow { what };
     let mut count: usize = 1;
     for &d in shape {
-        count = count.checked_mul(d).ok_or(too_big("element count"))?;
+        count = count
+            .checked_mul(d)
+            .ok_or_else(|| too_big("element count"))?;
     }
     if count == 0 {
         return if offset <= len {
@@ -253,17 +265,21 @@ pub(crate) fn check_in_buffer(
         let reach = s
             .unsigned_abs()
             .checked_mul(d - 1)
-            .ok_or(too_big("element span"))?;
+            .ok_or_else(|| too_big("element span"))?;
         if s < 0 {
-            low = low.checked_add(reach).ok_or(too_big("element span"))?;
+            low = low
+                .checked_add(reach)
+                .ok_or_else(|| too_big("element span"))?;
         } else {
-            high = high.checked_add(reach).ok_or(too_big("element span"))?;
+            high = high
+                .checked_add(reach)
+                .ok_or_else(|| too_big("element span"))?;
         }
     }
     if low > offset {
         return Err(outside());
     }
-    let last = offset.checked_add(high).ok_or(outside())?;
+    let last = offset.checked_add(high).ok_or_else(outside)?;
     if last >= len {
         return Err(outside());
     }

@@ -907,11 +907,13 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<
         }
         Err(err) => return Err(err),
     };
+    // The version this crate speaks, as a tuple made once (tuples are immutable).
+    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let max_version = MAX_VERSION.get_or_try_init(py, || {
+        PyTuple::new(py, [DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION]).map(Bound::unbind)
+    })?;
     let kwargs = PyDict::new(py);
-    kwargs.set_item(
-        intern!(py, "max_version"),
-        (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION),
-    )?;
+    kwargs.set_item(intern!(py, "max_version"), max_version)?;
     if let Some(copy) = copy {
         kwargs.set_item(intern!(py, "copy"), copy)?;
     }
