@@ -25,13 +25,18 @@ import torch
 
 import dlpack_test_ext as ext
 
-REPEAT = 15
+REPEAT = 31
 
 
-def per_call(stmt, number):
-    """Median seconds per call over REPEAT timings of `number` calls."""
-    times = timeit.Timer(stmt).repeat(repeat=REPEAT, number=number)
-    return statistics.median(t / number for t in times)
+def per_call(mine, theirs, number):
+    """Median seconds per call of `mine` and of `theirs` over REPEAT timings of `number`
+    calls each, alternating between the two so that both see the same machine."""
+    a, b = timeit.Timer(mine), timeit.Timer(theirs)
+    times_a, times_b = [], []
+    for _ in range(REPEAT):
+        times_a.append(a.timeit(number) / number)
+        times_b.append(b.timeit(number) / number)
+    return statistics.median(times_a), statistics.median(times_b)
 
 
 def fmt(seconds):
@@ -64,9 +69,7 @@ def timings():
             ),
         ]
         for name, mine, theirs in cases:
-            # Interleave to share the machine's noise.
-            a = per_call(mine, number)
-            b = per_call(theirs, number)
+            a, b = per_call(mine, theirs, number)
             rows.append((name, n, a, b))
         del ours, reference
         gc.collect()
@@ -93,7 +96,7 @@ def memory_check():
 
 def main():
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}")
-    print(f"median of {REPEAT} repeats, per call\n")
+    print(f"median of {REPEAT} repeats, alternating ours and the reference, per call\n")
     print("| operation | n | ours | reference | ratio (ours / ref) |")
     print("|---|---|---|---|---|")
     refs = {
