@@ -669,7 +669,8 @@ fn header<M: Abi>(
     device: Device,
     flags: u64,
 ) -> ManagedTensor {
-    debug_assert!(ptr::eq(source, &*owner));
+    // The description is read from `source` and the pointer from `owner`: they must agree.
+    assert!(ptr::eq(source, &*owner), "the owner of an export is its source");
     // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
     // older PyTorch ignores `byte_offset` on import.
     let flat = device.is_cpu_accessible()
