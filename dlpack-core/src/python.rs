@@ -110,8 +110,10 @@ use ndarray::IxDyn;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyInt, PyString, PyTuple};
-use pyo3::{IntoPyObject, PyTypeInfo, ffi, intern};
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyInt, PyTuple};
+use pyo3::{IntoPyObject, ffi, intern};
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
+use pyo3::{PyTypeInfo, types::PyString};
 
 use crate::batch::TensorBatch;
 use crate::device::Device;
@@ -268,10 +270,30 @@ impl From<ManagedTensor> for Tensor {
 impl Tensor {
     /// `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`: a
     /// method descriptor around [`dlpack_fastcall`], CPython's fastest calling convention.
+    #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
     #[classattr]
     #[pyo3(name = "__dlpack__")]
     fn dlpack_method(py: Python<'_>) -> PyResult<Py<PyAny>> {
         method_descriptor(py)
+    }
+
+    /// Exports the tensor as a DLPack capsule (Python array API `__dlpack__`). The
+    /// stable ABI before Python 3.10 has no vectorcall methods: PyO3 sorts the keywords
+    /// here, and the same [`DlpackArgs::request`] reads them.
+    #[cfg(all(Py_LIMITED_API, not(Py_3_10)))]
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = DlpackArgs {
+            values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
+        };
+        export(py, &self.tensor, args.request()?)
     }
 
     /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.
@@ -403,6 +425,7 @@ fn not_two_integers() -> PyErr {
 // ---------------------------------------------------------------------------------------
 
 /// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 const DLPACK_DOC: &CStr =
     c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
 --
@@ -410,6 +433,7 @@ const DLPACK_DOC: &CStr =
 Exports the tensor as a DLPack capsule (Python array API `__dlpack__`).";
 
 /// The keyword arguments of `__dlpack__`, in [`DlpackArgs`] order.
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 
 /// A method descriptor of `Tensor` (what CPython makes for the methods of its own
@@ -417,6 +441,7 @@ const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 ///
 /// `__dlpack__` runs once per exchange, and PyO3's generic argument parsing would cost
 /// about as much as the rest of an export: this method reads its four keywords itself.
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 fn method_descriptor(py: Python<'_>) -> PyResult<Py<PyAny>> {
     // Made while the type is made (once per process; twice at worst, if two threads
     // race to make the type): it lives as long as the type, so it is never freed.
@@ -450,6 +475,7 @@ fn method_descriptor(py: Python<'_>) -> PyResult<Py<PyAny>> {
 ///   thread is attached, `slf` is a live `Tensor` (the descriptor checks its type),
 ///   `args` holds `nargs + len(kwnames)` live objects, and `kwnames` is NULL or a tuple
 ///   of strings, all borrowed for the call.
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 unsafe extern "C" fn dlpack_fastcall(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -495,6 +521,7 @@ unsafe extern "C" fn dlpack_fastcall(
 }
 
 /// The text of a panic's payload.
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -512,6 +539,7 @@ struct DlpackArgs<'a, 'py> {
 impl<'a, 'py> DlpackArgs<'a, 'py> {
     /// Sorts the arguments of a vectorcall by keyword: positional arguments and unknown
     /// or repeated keywords are a `TypeError`, as for any Python function.
+    #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
     fn parse(
         py: Python<'py>,
         nargs: ffi::Py_ssize_t,
@@ -670,7 +698,10 @@ fn header<M: Abi>(
     flags: u64,
 ) -> ManagedTensor {
     // The description is read from `source` and the pointer from `owner`: they must agree.
-    assert!(ptr::eq(source, &*owner), "the owner of an export is its source");
+    assert!(
+        ptr::eq(source, &*owner),
+        "the owner of an export is its source"
+    );
     // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
     // older PyTorch ignores `byte_offset` on import.
     let flat = device.is_cpu_accessible()
@@ -1063,8 +1094,9 @@ impl<'a, 'py> FromPyObject<'a, 'py> for TensorBatch {
         for item in items.try_iter()? {
             let (name, value): (String, Bound<'py, PyAny>) = item?.extract()?;
             let tensor = from_dlpack(&value).inspect_err(|err| {
-                // Best effort: a note cannot be added on very old Pythons.
-                let _ = err.add_note(py, format!("while importing tensor `{name}`"));
+                // Best effort: exceptions have no notes before Python 3.11.
+                let note = format!("while importing tensor `{name}`");
+                let _ = err.value(py).call_method1(intern!(py, "add_note"), (note,));
             })?;
             batch.insert(name, tensor)?;
         }
