@@ -284,3 +284,12 @@ def test_batch_errors_name_the_tensor(ext):
     assert "bad" in "".join(getattr(err.value, "__notes__", []))
     with pytest.raises(TypeError):
         ext.load_batch({1: np.zeros(2)})  # names must be strings
+
+
+def test_batch_import_error_names_the_tensor(ext):
+    import sys
+
+    with pytest.raises(TypeError, match="__dlpack__") as err:
+        ext.load_batch({"good": np.zeros(3), "bad": object()})
+    if sys.version_info >= (3, 11):  # exceptions have notes from 3.11 on
+        assert "while importing tensor `bad`" in err.value.__notes__
