@@ -121,7 +121,7 @@ use crate::dtype::{DataType, Element};
 use crate::error::Error;
 use crate::ffi::{
     DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
 use crate::tensor::{Abi, Desc, Dims, ManagedTensor, build};
 use crate::traits::ToDLPack;
@@ -679,6 +679,10 @@ fn export<'py>(
         let flags = tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
         (tensor, Arc::clone(shared), device, flags)
     };
+    // A legacy header cannot say "read-only": the rules above copy or refuse first.
+    if request.legacy && flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+        return Err(Error::ReadOnlyLegacy.into());
+    }
     if request.legacy {
         into_capsule(py, header::<DLManagedTensor>(source, owner, device, flags))
     } else {
@@ -741,7 +745,8 @@ fn header<M: Abi>(
 
 /// Moves a header into a new capsule whose destructor frees it unless it was consumed.
 fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bound<'_, PyAny>> {
-    // `export` makes legacy headers only over writable or freshly copied data.
+    // `export` makes legacy headers only over writable or freshly copied data (checked
+    // there).
     let (pointer, legacy) = tensor.into_raw_as_is();
     let (name, destructor): (&'static CStr, ffi::PyCapsule_Destructor) = if legacy {
         (LEGACY, destroy_legacy)
