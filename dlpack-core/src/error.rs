@@ -94,6 +94,14 @@ pub enum Error {
     /// A mutable view was requested of a tensor flagged `READ_ONLY`.
     #[error("read-only tensor: a mutable view is not allowed")]
     ReadOnly,
+    /// A mutable view was requested of a tensor that other live handles may reach (an
+    /// import through a safe path that cannot prove it has the data to itself).
+    #[error(
+        "shared tensor: a mutable view needs exclusive access, and other handles (such as \
+         the Python array it came from) may reach this memory; import a copy, or see \
+         `ManagedTensor::assume_exclusive`"
+    )]
+    NotExclusive,
     /// A mutable view was requested of a tensor whose strides make elements alias.
     #[error("overlapping strides: a mutable view needs every element at its own address")]
     OverlappingStrides,
@@ -104,6 +112,12 @@ pub enum Error {
         index: usize,
         /// The byte found.
         byte: u8,
+    },
+    /// Memory could not be allocated: for a copy of the data, or for a header.
+    #[error("allocation failed: cannot allocate {}", bytes_text(*bytes))]
+    AllocationFailed {
+        /// The size asked for, in bytes; `usize::MAX` when it does not even fit `usize`.
+        bytes: usize,
     },
     /// The shape and strides given to a producer helper are inconsistent with its buffer.
     #[error("invalid layout: {reason}")]
@@ -154,6 +168,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+}
+
+fn bytes_text(bytes: usize) -> String {
+    if bytes == usize::MAX {
+        "more bytes than the address space holds".to_owned()
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 fn quoted(names: &[String]) -> String {

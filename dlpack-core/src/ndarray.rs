@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::layout;
-use crate::tensor::{Desc, Dims, ManagedTensor, NativeStrides, build};
+use crate::layout::{self, Positions};
+use crate::tensor::{Desc, ManagedTensor, build};
 use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
 
 // ---------------------------------------------------------------------------------------
@@ -47,9 +47,10 @@ impl ManagedTensor {
     /// strides of axes with extent 0 or 1 are ignored, and negative strides are
     /// supported (the view is built at the lowest address and the axis inverted).
     ///
-    /// For `A = bool` every element is read once to check it is 0 or 1: any other byte
-    /// in a `bool` is undefined behaviour in Rust. That makes a `bool` view O(n); every
-    /// other type is O(ndim).
+    /// For `A = bool` every byte the tensor holds is read once to check it is 0 or 1:
+    /// any other byte in a `bool` is undefined behaviour in Rust. That makes a `bool`
+    /// view O(distinct bytes) (a broadcast axis counts once, however long); every other
+    /// type is O(ndim).
     ///
     /// ```
     /// use dlpack_core::ToDLPack;
@@ -74,7 +75,9 @@ impl ManagedTensor {
     }
 
     /// A mutable ndarray view: the checks of [`as_array`](Self::as_array), and also that
-    /// the tensor is not `READ_ONLY` and that no two indices share an element.
+    /// the tensor is [exclusive](Self::is_exclusive) (no other live handle reaches the
+    /// data: see "Import safety" in the [crate documentation](crate#import-safety)), not
+    /// `READ_ONLY`, and that no two indices share an element.
     pub fn as_array_mut<A: Element, D: Dimension + 'static>(
         &mut self,
     ) -> Result<ArrayViewMut<'_, A, D>> {
@@ -82,8 +85,9 @@ impl ManagedTensor {
         // SAFETY:
         // - as in `as_array`, and the memory is writable (not `READ_ONLY`, `from_raw`
         //   contract) with no two indices aliasing (`check_no_overlap`);
-        // - `&mut self` makes this the only view borrowed from the tensor, and the
-        //   `from_raw` contract rules out other readers and writers meanwhile.
+        // - `&mut self` makes this the only view borrowed from the tensor, and the tensor
+        //   is exclusive (`validate` checked): the `from_raw` contract, or the caller of
+        //   `assume_exclusive`, rules out other readers and writers meanwhile.
         Ok(unsafe { raw.deref_into_view_mut() })
     }
 
@@ -116,6 +120,9 @@ impl ManagedTensor {
         if mutable && self.is_read_only() {
             return Err(Error::ReadOnly);
         }
+        if mutable && !self.is_exclusive() {
+            return Err(Error::NotExclusive);
+        }
         let mut dim = D::zeros(ndim);
         let mut strides = D::zeros(ndim);
         let size = size_of::<A>();
@@ -144,8 +151,8 @@ impl ManagedTensor {
             given: self.strides(),
             empty: plan.count == 0,
         };
-        if A::CHECK_BYTES {
-            check_bool_bytes(validated.clone().into_raw_view())?;
+        if A::CHECK_BYTES && !validated.empty {
+            validated.check_bool_bytes()?;
         }
         Ok(validated)
     }
@@ -163,6 +170,39 @@ struct Validated<'a, A, D> {
 }
 
 impl<A, D: Dimension> Validated<'_, A, D> {
+    /// Checks that every byte of a non-empty tensor of one-byte elements is 0 or 1,
+    /// reading each distinct byte once.
+    fn check_bool_bytes(&self) -> Result<()> {
+        debug_assert_eq!(size_of::<A>(), 1);
+        let base = self.ptr.cast::<u8>().cast_const();
+        let mut bad = 0;
+        let positions = Positions::new(self.dim.slice(), self.strides.slice());
+        let found = positions.find(self.dim.ndim(), |offset| {
+            // SAFETY: `offset` is the element offset, from the lowest address, of an
+            // element of the validated tensor: within its span, which `plan` bounded and
+            // the producer guarantees is one allocation.
+            let element = unsafe { base.add(offset) };
+            // SAFETY: the producer guarantees every element is readable and initialised
+            // (`from_raw` contract); a `u8` accepts every initialised byte, and
+            // alignment 1 always holds.
+            let byte = unsafe { element.read() };
+            bad = byte;
+            byte > 1
+        });
+        let Some(position) = found else {
+            return Ok(());
+        };
+        // The row-major index of that element (axes with a negative stride count from
+        // their other end).
+        let mut index = 0usize;
+        for (axis, (&pos, &extent)) in position.iter().zip(self.dim.slice()).enumerate() {
+            let backwards = self.given.is_some_and(|s| s[axis] < 0);
+            let i = if backwards { extent - 1 - pos } else { pos };
+            index = index * extent + i;
+        }
+        Err(Error::InvalidBool { index, byte: bad })
+    }
+
     fn into_raw_view(self) -> RawArrayView<A, D> {
         if self.empty {
             // No memory is involved: a view of an empty slice, built safely.
@@ -215,21 +255,6 @@ fn invert_negative<S: ndarray::RawData, D: Dimension>(
     }
 }
 
-/// Checks that every element of a one-byte view is 0 or 1.
-fn check_bool_bytes<A, D: Dimension>(raw: RawArrayView<A, D>) -> Result<()> {
-    debug_assert_eq!(size_of::<A>(), 1);
-    let bytes = raw.cast::<u8>();
-    // SAFETY:
-    // - the view passed `validate`'s checks: aligned (align 1), in bounds, and the
-    //   producer guarantees the bytes are initialised and not written meanwhile;
-    // - `u8` accepts every initialised byte.
-    let view = unsafe { bytes.deref_into_view() };
-    match view.iter().enumerate().find(|&(_, &byte)| byte > 1) {
-        None => Ok(()),
-        Some((index, &byte)) => Err(Error::InvalidBool { index, byte }),
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Owned zero-copy import.
 // ---------------------------------------------------------------------------------------
@@ -248,7 +273,7 @@ fn check_bool_bytes<A, D: Dimension>(raw: RawArrayView<A, D>) -> Result<()> {
 /// let mut a = DLPackArray::<f32, Ix1>::new(t)?;
 /// a.view_mut()?[0] = 10.0;
 /// assert_eq!(a.view().sum(), 15.0);
-/// let owned = a.into_owned(); // our own export: no copy
+/// let owned = a.into_owned()?; // our own export: no copy
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 pub struct DLPackArray<A, D> {
@@ -277,7 +302,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     pub fn new(tensor: ManagedTensor) -> Result<Self> {
         let raw = match tensor.validate::<A, D>(true) {
             Ok(valid) => Raw::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
-            Err(why @ (Error::ReadOnly | Error::OverlappingStrides)) => {
+            Err(why @ (Error::ReadOnly | Error::NotExclusive | Error::OverlappingStrides)) => {
                 Raw::Const(tensor.validate::<A, D>(false)?.into_raw_view(), why)
             }
             Err(other) => return Err(other),
@@ -298,7 +323,8 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
         unsafe { self.raw_view().deref_into_view() }
     }
 
-    /// A mutable view; an error if the tensor is `READ_ONLY` or its strides alias.
+    /// A mutable view; an error if the tensor is shared ([`Error::NotExclusive`]),
+    /// `READ_ONLY`, or its strides alias.
     pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>> {
         match &self.raw {
             // SAFETY: validated as writable without aliasing (see
@@ -328,15 +354,20 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
 
     /// An owned `Array`: our own `Array` export comes back without a copy; anything
     /// else is copied into standard layout.
-    pub fn into_owned(self) -> Array<A, D> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AllocationFailed`] when the copy cannot be allocated (a broadcast
+    /// tensor can describe far more elements than memory holds); the tensor is dropped.
+    pub fn into_owned(self) -> Result<Array<A, D>> {
         let raw = self.raw_view();
         match reclaim::<A, D>(self.tensor) {
-            Ok(array) => array,
+            Ok(array) => Ok(array),
             Err(tensor) => {
                 // SAFETY: `raw` still describes `tensor`'s memory, alive until it drops
                 // below, after the copy.
                 let view = unsafe { raw.deref_into_view() };
-                let owned = view.as_standard_layout().into_owned();
+                let owned = copy_standard(view);
                 drop(tensor);
                 owned
             }
@@ -435,9 +466,10 @@ fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
 ///
 /// # Safety
 ///
-/// - `data(owner)` returns the address of element `[0, ...]` of an array with extents
-///   `dim` and strides `strides` (ndarray bit patterns) whose elements the owner keeps
-///   alive, unmoved, for as long as it lives untouched;
+/// - `data(owner)`, called with the owner at its final address, returns the address of
+///   element `[0, ...]` of an array with extents `dim` and strides `strides` (ndarray
+///   bit patterns) whose elements the owner keeps alive, unmoved, for as long as it
+///   lives untouched;
 /// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
 ///   with it, nobody writes them.
 unsafe fn export_owner<A: Element, O: Send + 'static>(
@@ -448,22 +480,47 @@ unsafe fn export_owner<A: Element, O: Send + 'static>(
     flags: u64,
 ) -> Result<ManagedTensor> {
     layout::check_native_layout(dim, strides.len())?;
-    let desc = Desc {
-        dims: Dims::Native {
-            shape: dim,
-            strides: NativeStrides::Bits(strides),
-        },
-        dtype: A::DTYPE,
-        device: Device::CPU,
-        byte_offset: 0,
-        flags,
+    let describe = |owner: &mut O, shape_out: &mut [i64], strides_out: &mut [i64]| {
+        for (out, &extent) in shape_out.iter_mut().zip(dim) {
+            *out = extent as i64;
+        }
+        for (out, &bits) in strides_out.iter_mut().zip(strides) {
+            *out = bits as isize as i64;
+        }
+        Ok(Desc {
+            data: data(owner),
+            dtype: A::DTYPE,
+            device: Device::CPU,
+            byte_offset: 0,
+            flags,
+        })
     };
     // SAFETY:
-    // - `check_native_layout` checked the rank fits i32 and the extents fit i64, and
-    //   there is one stride per axis;
+    // - `check_native_layout` checked that the extents fit i64 and there is one stride
+    //   per axis; the strides are `isize` bit patterns, which fit i64;
     // - the caller guarantees the data requirements for as long as the owner lives;
     //   `A: Element` makes the dtype describe the memory.
-    Ok(unsafe { build::<DLManagedTensorVersioned, O>(owner, data, desc) })
+    unsafe { build::<DLManagedTensorVersioned, O>(owner, dim.len(), describe) }
+}
+
+/// A copy of `view` in standard layout, allocated fallibly: a broadcast view can
+/// describe far more elements than memory holds.
+pub(crate) fn copy_standard<A: Element, D: Dimension>(
+    view: ArrayView<'_, A, D>,
+) -> Result<Array<A, D>> {
+    let failed = || Error::AllocationFailed {
+        bytes: view.len().saturating_mul(size_of::<A>()),
+    };
+    let mut values: Vec<A> = Vec::new();
+    values.try_reserve_exact(view.len()).map_err(|_| failed())?;
+    match view.as_slice() {
+        Some(slice) => values.extend_from_slice(slice),
+        None => values.extend(view.iter().copied()),
+    }
+    match Array::from_shape_vec(view.raw_dim(), values) {
+        Ok(array) => Ok(array),
+        Err(_) => unreachable!("one value per element, in row-major order"),
+    }
 }
 
 /// ndarray's strides of `array` as `usize` bit patterns, in a `D` (no heap allocation
@@ -527,10 +584,7 @@ fn export_shared<A: Element, D: Dimension + 'static>(
 fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
     array: &ArrayBase<S, D>,
 ) -> Result<ManagedTensor> {
-    export_array(
-        array.as_standard_layout().into_owned(),
-        DLPACK_FLAG_BITMASK_IS_COPIED,
-    )
+    export_array(copy_standard(array.view())?, DLPACK_FLAG_BITMASK_IS_COPIED)
 }
 
 impl<A: Element, D: Dimension + 'static> ToDLPack for Array<A, D> {
@@ -615,7 +669,7 @@ impl<A: Element, D: Dimension + 'static> FromDLPack for Array<A, D> {
     fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
         match reclaim::<A, D>(tensor) {
             Ok(array) => Ok(array),
-            Err(tensor) => Ok(tensor.as_array::<A, D>()?.as_standard_layout().into_owned()),
+            Err(tensor) => copy_standard(tensor.as_array::<A, D>()?),
         }
     }
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {

@@ -107,7 +107,9 @@ use core::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use ndarray::IxDyn;
-use pyo3::exceptions::{PyAttributeError, PyBufferError, PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyAttributeError, PyBufferError, PyKeyError, PyMemoryError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyInt, PyTuple};
@@ -123,7 +125,8 @@ use crate::ffi::{
     DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
-use crate::tensor::{Abi, Desc, Dims, ManagedTensor, build};
+use crate::layout;
+use crate::tensor::{Abi, Desc, ManagedTensor, Raw, build, delete};
 use crate::traits::ToDLPack;
 
 /// Name of an unconsumed legacy capsule.
@@ -165,6 +168,8 @@ impl From<Error> for PyErr {
                 PyTypeError::new_err(message)
             }
             Error::MissingTensor { .. } => PyKeyError::new_err(message),
+            Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
+            Error::NotExclusive => PyBufferError::new_err(message),
             _ => PyValueError::new_err(message),
         }
     }
@@ -658,8 +663,7 @@ fn export<'py>(
         Some(false) => false,
         None => needs_copy,
     };
-    let copied;
-    let (source, owner, device, flags) = if copy {
+    let (owner, device, flags) = if copy {
         if !own.is_cpu_accessible() {
             return Err(buffer_error(format!(
                 "cannot copy a tensor on {own}: only CPU-accessible memory can be copied"
@@ -672,40 +676,31 @@ fn export<'py>(
                 "unsupported device requested: a copy is made on cpu:0, not {wanted}"
             )));
         }
-        copied = Arc::new(copy_tensor(tensor)?);
-        let owner = Arc::clone(&copied);
-        (&*copied, owner, Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED)
+        let copied = Arc::new(copy_tensor(tensor)?);
+        (copied, Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED)
     } else {
         let flags = tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
-        (tensor, Arc::clone(shared), device, flags)
+        (Arc::clone(shared), device, flags)
     };
     // A legacy header cannot say "read-only": the rules above copy or refuse first.
     if request.legacy && flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
         return Err(Error::ReadOnlyLegacy.into());
     }
-    if request.legacy {
-        into_capsule(py, header::<DLManagedTensor>(source, owner, device, flags))
+    let header = if request.legacy {
+        header::<DLManagedTensor>(owner, device, flags)
     } else {
-        into_capsule(
-            py,
-            header::<DLManagedTensorVersioned>(source, owner, device, flags),
-        )
-    }
+        header::<DLManagedTensorVersioned>(owner, device, flags)
+    };
+    into_capsule(py, header?)
 }
 
-/// A new header of ABI `M` describing `source`'s data on `device`, owned by `owner`,
-/// an `Arc` of `source`.
+/// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
+/// alive.
 fn header<M: Abi>(
-    source: &ManagedTensor,
     owner: Arc<ManagedTensor>,
     device: Device,
     flags: u64,
-) -> ManagedTensor {
-    // The description is read from `source` and the pointer from `owner`: they must agree.
-    assert!(
-        ptr::eq(source, &*owner),
-        "the owner of an export is its source"
-    );
+) -> PyResult<ManagedTensor> {
     // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
     // older PyTorch ignores `byte_offset` on import.
     let flat = device.is_cpu_accessible()
@@ -713,46 +708,61 @@ fn header<M: Abi>(
             device.device_type,
             DLDeviceType::kDLCUDA | DLDeviceType::kDLROCM
         );
-    let byte_offset = if flat { 0 } else { source.byte_offset() };
-    let desc = Desc {
-        dims: Dims::Raw {
-            shape: source.shape(),
-            strides: source.strides(),
-        },
-        dtype: source.dtype(),
-        device,
-        byte_offset,
-        flags,
-    };
-    let data = move |owner: &mut Arc<ManagedTensor>| -> *mut c_void {
-        if flat { owner.data_ptr() } else { owner.data() }
+    let ndim = owner.ndim();
+    let describe = move |owner: &mut Arc<ManagedTensor>, shape: &mut [i64], strides: &mut [i64]| {
+        let source = &**owner;
+        shape.copy_from_slice(source.shape());
+        match source.strides() {
+            Some(given) => strides.copy_from_slice(given),
+            None => layout::c_strides(shape, strides),
+        }
+        Ok(Desc {
+            data: if flat {
+                source.data_ptr()
+            } else {
+                source.data()
+            },
+            dtype: source.dtype(),
+            device,
+            byte_offset: if flat { 0 } else { source.byte_offset() },
+            flags,
+        })
     };
     // SAFETY:
-    // - the rank comes from a valid tensor's `i32` `ndim`, and its strides (if any) have
-    //   one value per axis: `Dims::Raw` copies both from it;
-    // - the pointer is the data of `owner`, which is `source` (plus its `byte_offset`
-    //   when folded, which is where its first element lies), described by the same
-    //   shape, strides and dtype; the owner `Arc` keeps the source alive, so its
-    //   producer keeps that memory valid until the last `Arc` is dropped by this
+    // - the shape, strides, dtype and data pointer are the source's own, read from the
+    //   owner `Arc` at its final address (plus its `byte_offset` when folded, which is
+    //   where its first element lies); the `Arc` keeps the source alive, so its
+    //   producer keeps that memory valid until the last `Arc` is dropped, by this
     //   header's deleter or elsewhere; `device` is the source's own, or the CPU when
     //   the CPU can access it;
     // - writes: `flags` keeps the source's `READ_ONLY` bit, and `export` asks for a
     //   legacy header (which cannot carry flags) only over writable or freshly copied
     //   data. Other holders of the same `Arc` may write the same memory, as other
-    //   holders of a NumPy array may: see "Soundness of imports" in the module docs.
-    unsafe { build::<M, Arc<ManagedTensor>>(owner, data, desc) }
+    //   holders of a NumPy array may: a Python consumer is never promised exclusive
+    //   access (see "Import safety" in the crate documentation).
+    Ok(unsafe { build::<M, Arc<ManagedTensor>>(owner, ndim, describe) }?)
 }
 
 /// Moves a header into a new capsule whose destructor frees it unless it was consumed.
 fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bound<'_, PyAny>> {
     // `export` makes legacy headers only over writable or freshly copied data (checked
     // there).
-    let (pointer, legacy) = tensor.into_raw_as_is();
-    let (name, destructor): (&'static CStr, ffi::PyCapsule_Destructor) = if legacy {
-        (LEGACY, destroy_legacy)
-    } else {
-        (VERSIONED, destroy_versioned)
-    };
+    match tensor.into_raw_as_is() {
+        Raw::Versioned(ptr) => capsule(py, ptr, VERSIONED, destroy_versioned),
+        Raw::Legacy(ptr) => capsule(py, ptr, LEGACY, destroy_legacy),
+    }
+}
+
+/// A capsule named `name` owning the managed tensor at `pointer`; its context is the
+/// same pointer, so that the destructor frees only the tensor it was made with.
+fn capsule<'py, M: Abi>(
+    py: Python<'py>,
+    pointer: NonNull<M>,
+    name: &'static CStr,
+    destructor: unsafe extern "C" fn(*mut ffi::PyObject),
+) -> PyResult<Bound<'py, PyAny>> {
+    let tensor = pointer;
+    let pointer = pointer.as_ptr().cast::<c_void>();
     // SAFETY:
     // - `pointer` is a non-null managed tensor of the kind `name` announces, whose
     //   ownership the capsule takes: `destructor` frees it unless a consumer renamed the
@@ -760,20 +770,21 @@ fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bound<'_, PyA
     // - `name` is a `'static` C string, as capsules require (they keep the pointer);
     // - `destructor` may run on any thread holding the GIL; the thread is attached now.
     let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
-    if capsule.is_null() {
-        let err = PyErr::fetch(py);
-        // The capsule was not made: free the header ourselves.
-        drop(if legacy {
-            // SAFETY: `pointer` is the legacy header we own (not handed to anyone).
-            unsafe { ManagedTensor::from_raw_legacy(pointer.cast()) }
-        } else {
-            // SAFETY: `pointer` is the versioned header we own (not handed to anyone).
-            unsafe { ManagedTensor::from_raw(pointer.cast()) }
-        });
-        return Err(err);
+    // SAFETY: `capsule` is a new reference, or NULL with an exception set; attached.
+    let capsule = match unsafe { Bound::from_owned_ptr_or_err(py, capsule) } {
+        Ok(capsule) => capsule,
+        Err(err) => {
+            // SAFETY: the capsule was not made, so we still own the header: freed once.
+            unsafe { delete(tensor) };
+            return Err(err);
+        }
+    };
+    // SAFETY: `capsule` is a live capsule; the context is an opaque pointer it keeps.
+    if unsafe { ffi::PyCapsule_SetContext(capsule.as_ptr(), pointer) } != 0 {
+        // Not possible for a valid capsule; its destructor then leaks the tensor.
+        return Err(PyErr::fetch(py));
     }
-    // SAFETY: `capsule` is a new, non-null strong reference, and the thread is attached.
-    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+    Ok(capsule)
 }
 
 /// The destructor of the legacy capsules made here.
@@ -797,88 +808,164 @@ unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
     unsafe { destroy::<DLManagedTensorVersioned>(capsule, VERSIONED, USED_VERSIONED) }
 }
 
-/// The DLPack Python specification's capsule destructor: calls the deleter unless the
-/// capsule was consumed, keeping any exception in flight. Never panics.
+/// The DLPack Python specification's capsule destructor: releases the tensor unless the
+/// capsule was consumed. It never panics, keeps any exception in flight, and never hands
+/// the dying capsule to an API that could take a reference to it (which would run this
+/// destructor again on a freed object).
+///
+/// A capsule renamed to anything but its two DLPack names, or whose pointer no longer
+/// matches the tensor it was made with, has been tampered with: its tensor is leaked
+/// rather than freed on a guess, and the problem reported as an unraisable exception.
 ///
 /// # Safety
 ///
-/// - `capsule` is a live capsule object whose pointer, while it is named `name`, is an
-///   unconsumed `M` owned by the capsule;
+/// - `capsule` is a live capsule made by [`capsule`] with the name `name`, being
+///   destroyed; while it is named `name` and its pointer is its context, the pointer is
+///   an unconsumed `M` that the capsule owns;
 /// - the thread holds the GIL.
-unsafe fn destroy<M: Deleter>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr) {
+unsafe fn destroy<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr) {
     // SAFETY: `capsule` is a live object and `used` a C string; the GIL is held.
     if unsafe { ffi::PyCapsule_IsValid(capsule, used.as_ptr()) } == 1 {
         // Consumed: the consumer owns the tensor and calls the deleter.
         return;
     }
-    // An exception may be in flight (capsules die during unwinding too): keep it.
-    // SAFETY: the GIL is held.
-    let in_flight = !unsafe { ffi::PyErr_Occurred() }.is_null();
-    let mut saved = [ptr::null_mut::<ffi::PyObject>(); 3];
-    if in_flight {
-        let [ty, value, traceback] = &mut saved;
-        // SAFETY: three writable out-pointers; the GIL is held.
-        #[allow(deprecated)]
-        unsafe {
-            ffi::PyErr_Fetch(ty, value, traceback)
-        };
-    }
-    // SAFETY: `capsule` is a live object and `name` a C string; the GIL is held.
-    let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
-    if pointer.is_null() {
-        // Renamed to something unexpected: report, and leak rather than guess.
-        // SAFETY: an exception is set (by `PyCapsule_GetPointer`); the GIL is held.
-        unsafe { ffi::PyErr_WriteUnraisable(capsule) };
-    } else {
-        // SAFETY:
-        // - under its unconsumed name the capsule's pointer is an `M` it owns;
-        // - nobody else calls its deleter: consumers rename the capsule first.
-        unsafe { M::delete(pointer.cast()) };
-        // A foreign deleter down the line should not raise; if one did, report it
-        // rather than leave it set in the middle of someone else's code.
-        // SAFETY: the GIL is held.
-        if !unsafe { ffi::PyErr_Occurred() }.is_null() {
-            // SAFETY: an exception is set; the GIL is held.
-            unsafe { ffi::PyErr_WriteUnraisable(capsule) };
+    // SAFETY: CPython destroys capsules on an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    with_exception_saved(py, || {
+        // SAFETY: `capsule` is a live object and `name` a C string; the GIL is held.
+        if unsafe { ffi::PyCapsule_IsValid(capsule, name.as_ptr()) } != 1 {
+            // SAFETY: as above; the name stays valid while the capsule lives.
+            let found = unsafe { ffi::PyCapsule_GetName(capsule) };
+            let found = if found.is_null() {
+                "NULL".to_owned()
+            } else {
+                // SAFETY: a capsule's name is a NUL-terminated string it keeps alive.
+                format!("{:?}", unsafe { CStr::from_ptr(found) })
+            };
+            report_unraisable(
+                py,
+                format!(
+                    "a DLPack capsule was destroyed unconsumed under the name {found}: \
+                     its tensor is leaked, since the renaming consumer may own it"
+                ),
+            );
+            return;
         }
+        // SAFETY: a valid capsule named `name` (checked above); the GIL is held.
+        let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
+        // SAFETY: as above; a NULL context is returned without an exception.
+        let context = unsafe { ffi::PyCapsule_GetContext(capsule) };
+        match NonNull::new(pointer.cast::<M>()) {
+            Some(tensor) if pointer == context => {
+                // SAFETY:
+                // - under its unconsumed name, with the pointer it was made with, the
+                //   capsule owns this tensor;
+                // - nobody else calls its deleter: consumers rename the capsule first.
+                unsafe { delete(tensor) }
+            }
+            _ => report_unraisable(
+                py,
+                "a DLPack capsule's pointer was replaced: the tensor it was made with is \
+                 leaked, and the new pointer is left alone"
+                    .to_owned(),
+            ),
+        }
+    });
+}
+
+/// Runs `f`, which releases a tensor whose deleter may run Python code, keeping the
+/// thread's exception state as it was: an exception in flight (capsules die during
+/// unwinding too) stays in flight, and one that `f` leaves set (a foreign deleter
+/// should not, but may) is reported as unraisable instead of surfacing in unrelated
+/// code.
+///
+/// It uses the C API rather than `PyErr::take`, which resumes a Rust panic when it
+/// takes a `PanicException`: a destructor cannot unwind.
+fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
+    let _ = py;
+    // SAFETY: the thread is attached (`py`).
+    let saved = unsafe { SavedException::take() };
+    f();
+    // SAFETY: the thread is attached.
+    if !unsafe { ffi::PyErr_Occurred() }.is_null() {
+        // SAFETY: an exception is set, and the thread is attached; no object is given.
+        unsafe { ffi::PyErr_WriteUnraisable(ptr::null_mut()) };
     }
-    if in_flight {
-        let [ty, value, traceback] = saved;
-        // SAFETY: restores (and takes back ownership of) what `PyErr_Fetch` returned.
-        #[allow(deprecated)]
-        unsafe {
-            ffi::PyErr_Restore(ty, value, traceback)
-        };
+    // SAFETY: the thread is attached, and no exception is set now.
+    unsafe { saved.restore() };
+}
+
+/// Releases a tensor imported from Python (see [`with_exception_saved`]): attached to
+/// the interpreter if it still runs, since the deleter may take the GIL anyway.
+pub(crate) fn release_python_tensor(release: impl FnOnce()) {
+    let mut release = Some(release);
+    Python::try_attach(|py| {
+        if let Some(release) = release.take() {
+            with_exception_saved(py, release);
+        }
+    });
+    // The interpreter is gone (or finalizing): the deleter runs as it is.
+    if let Some(release) = release {
+        release();
     }
 }
 
-/// Calling the deleter of a raw managed tensor.
-trait Deleter {
-    /// Calls the deleter, if any.
+/// Reports `message` as an unraisable `RuntimeError` (printed by `sys.unraisablehook`).
+fn report_unraisable(py: Python<'_>, message: String) {
+    pyo3::exceptions::PyRuntimeError::new_err(message).write_unraisable(py, None);
+}
+
+/// The exception state of the thread, taken out of it.
+struct SavedException {
+    #[cfg(Py_3_12)]
+    exception: *mut ffi::PyObject,
+    #[cfg(not(Py_3_12))]
+    parts: [*mut ffi::PyObject; 3],
+}
+
+impl SavedException {
+    /// Takes the exception in flight, if any, leaving none set.
     ///
     /// # Safety
     ///
-    /// - `ptr` is a live managed tensor owned by the caller, which gives it up.
-    unsafe fn delete(ptr: *mut Self);
-}
-
-impl Deleter for DLManagedTensor {
-    unsafe fn delete(ptr: *mut Self) {
-        // SAFETY: the caller passes a live, readable managed tensor.
-        if let Some(deleter) = unsafe { (*ptr).deleter } {
-            // SAFETY: the caller owns the tensor and gives it up: one call, here.
-            unsafe { deleter(ptr) }
+    /// - the thread is attached.
+    unsafe fn take() -> Self {
+        #[cfg(Py_3_12)]
+        {
+            Self {
+                // SAFETY: the thread is attached; a new reference or NULL.
+                exception: unsafe { ffi::PyErr_GetRaisedException() },
+            }
+        }
+        #[cfg(not(Py_3_12))]
+        {
+            let mut parts = [ptr::null_mut(); 3];
+            let [ty, value, traceback] = &mut parts;
+            // SAFETY: three writable out-pointers; the thread is attached.
+            unsafe { ffi::PyErr_Fetch(ty, value, traceback) };
+            Self { parts }
         }
     }
-}
 
-impl Deleter for DLManagedTensorVersioned {
-    unsafe fn delete(ptr: *mut Self) {
-        // SAFETY: the caller passes a live, readable managed tensor; `deleter` is in the
-        // prefix that every major version keeps stable.
-        if let Some(deleter) = unsafe { (*ptr).deleter } {
-            // SAFETY: the caller owns the tensor and gives it up: one call, here.
-            unsafe { deleter(ptr) }
+    /// Sets the saved exception again (nothing if there was none).
+    ///
+    /// # Safety
+    ///
+    /// - the thread is attached and no exception is set.
+    unsafe fn restore(self) {
+        #[cfg(Py_3_12)]
+        // SAFETY: takes back the reference `take` returned (NULL sets nothing).
+        unsafe {
+            ffi::PyErr_SetRaisedException(self.exception)
+        };
+        #[cfg(not(Py_3_12))]
+        {
+            let [ty, value, traceback] = self.parts;
+            // SAFETY: takes back the references `PyErr_Fetch` returned.
+            #[allow(deprecated)]
+            unsafe {
+                ffi::PyErr_Restore(ty, value, traceback)
+            };
         }
     }
 }
@@ -888,7 +975,7 @@ impl Deleter for DLManagedTensorVersioned {
 fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
     fn copy<A: Element>(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
         let view = tensor.as_array::<A, IxDyn>()?;
-        Ok(view.as_standard_layout().into_owned().to_dlpack()?)
+        Ok(crate::ndarray::copy_standard(view)?.to_dlpack()?)
     }
     let dtype = tensor.dtype();
     macro_rules! dispatch {
@@ -974,7 +1061,14 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<
             type_name(&capsule)
         ))
     })?;
-    consume(capsule)
+    let mut tensor = consume(capsule)?;
+    if copy == Some(true) {
+        // SAFETY: asked for `copy=True`, the producer must copy (the array API
+        // standard), so nothing else reaches the data; PyTorch does not flag the copy
+        // `IS_COPIED`, so the request is what proves it.
+        unsafe { tensor.assume_exclusive() };
+    }
+    Ok(tensor)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -984,7 +1078,34 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// Takes ownership of the tensor in a DLPack capsule, renaming it `used_*`.
+///
+/// The tensor is shared (see "Import safety" in the crate documentation) unless its
+/// producer flagged it `IS_COPIED`; its deleter runs with the interpreter's exception
+/// state kept intact, whoever drops it.
 fn consume(capsule: &Bound<'_, PyCapsule>) -> PyResult<ManagedTensor> {
+    // One consumer at a time, with or without a GIL (free-threaded Python): the name is
+    // checked and changed under the capsule's lock, and no Python code runs meanwhile.
+    let raw =
+        pyo3::sync::critical_section::with_critical_section(capsule.as_any(), || take(capsule))?;
+    // SAFETY:
+    // - the capsule held the tensor and is now renamed, so its destructor will not call
+    //   the deleter: ownership passed to us, and the handle calls the deleter once, on
+    //   a failed check below or when it drops;
+    // - the DLPack protocol makes the producer promise what `from_raw` requires (valid
+    //   header, shape, strides and data, a deleter callable from any thread), except
+    //   that nobody else uses the data: the handle is marked shared before any view
+    //   can be made, unless the producer copied the data for this consumer alone.
+    let tensor = unsafe { ManagedTensor::adopt(raw) }.into_python().check()?;
+    Ok(if tensor.is_copied() {
+        tensor
+    } else {
+        tensor.into_shared()
+    })
+}
+
+/// Checks that `capsule` holds an unconsumed DLPack tensor of major version 1 and
+/// renames it `used_*`: from then on its destructor leaves the tensor to the caller.
+fn take(capsule: &Bound<'_, PyCapsule>) -> PyResult<Raw> {
     if capsule.is_valid_checked(Some(VERSIONED)) {
         let pointer = capsule
             .pointer_checked(Some(VERSIONED))?
@@ -1004,17 +1125,7 @@ fn consume(capsule: &Bound<'_, PyCapsule>) -> PyResult<ManagedTensor> {
             .into());
         }
         rename(capsule, USED_VERSIONED)?;
-        // No Python code runs between the rename and the hand-over: the tensor is never
-        // owned by both the capsule and us, nor by neither.
-        // SAFETY:
-        // - the capsule held the tensor and is now renamed, so its destructor will not
-        //   call the deleter: ownership passes to us, and `from_raw` calls the deleter
-        //   once, on error or when the tensor drops;
-        // - the DLPack protocol makes the producer promise everything else `from_raw`
-        //   requires (valid shape, strides and data, a deleter callable from any
-        //   thread), except that nobody else writes the data: Python code holding the
-        //   original array still can (see "Soundness of imports" in the module docs).
-        return Ok(unsafe { ManagedTensor::from_raw(pointer.as_ptr()) }?);
+        return Ok(Raw::Versioned(pointer));
     }
     if capsule.is_valid_checked(Some(LEGACY)) {
         let pointer = capsule
@@ -1022,9 +1133,7 @@ fn consume(capsule: &Bound<'_, PyCapsule>) -> PyResult<ManagedTensor> {
             .cast::<DLManagedTensor>();
         check_aligned(pointer)?;
         rename(capsule, USED_LEGACY)?;
-        // SAFETY: as for a versioned capsule above, with `from_raw_legacy`; a legacy
-        // producer allows writes, as the legacy protocol has no read-only flag.
-        return Ok(unsafe { ManagedTensor::from_raw_legacy(pointer.as_ptr()) }?);
+        return Ok(Raw::Legacy(pointer));
     }
     if capsule.is_valid_checked(Some(USED_VERSIONED)) || capsule.is_valid_checked(Some(USED_LEGACY))
     {

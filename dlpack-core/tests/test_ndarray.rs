@@ -180,7 +180,7 @@ fn dlpack_array_owns_and_lends() {
     owned.view_mut().unwrap()[[1, 2]] = 60.0;
     assert_eq!(owned.view()[[1, 2]], 60.0);
     assert_eq!(owned.view().as_ptr(), ptr);
-    let back = owned.into_owned();
+    let back = owned.into_owned().unwrap();
     assert_eq!(back.as_ptr(), ptr);
 
     // A foreign tensor: a copy, then the deleter runs once.
@@ -195,7 +195,7 @@ fn dlpack_array_owns_and_lends() {
     let t = unsafe { ManagedTensor::from_raw(versioned(&spec, &counter)) }.unwrap();
     let mut imported = DLPackArray::<i32, Ix1>::try_from(t).unwrap();
     assert_eq!(imported.view_mut().unwrap_err(), Error::ReadOnly);
-    let copy = imported.into_owned();
+    let copy = imported.into_owned().unwrap();
     assert_eq!(copy, array![7, 8, 9]);
     assert_eq!(counter.get(), 1);
 }

@@ -1,0 +1,276 @@
+//! The header of every tensor this crate makes: ONE allocation that holds the managed
+//! struct (either ABI), the bookkeeping below, the owner that keeps the data alive, and
+//! the shape and strides arrays.
+//!
+//! ```text
+//! [ M: managed struct | Meta | owner: O | shape: [i64; ndim] | strides: [i64; ndim] ]
+//! ```
+//!
+//! Our headers are recognised by two properties that a copy made elsewhere cannot have
+//! together: `manager_ctx` holds the header's own address, and the deleter is this
+//! crate's own (one non-generic function per ABI). Only then is anything past the
+//! managed struct read.
+
+use core::any::TypeId;
+use core::ffi::c_void;
+use core::mem::{ManuallyDrop, offset_of};
+use core::ptr::{self, NonNull};
+use std::alloc::{self, Layout};
+
+use crate::device::Device;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+
+use super::ManagedTensor;
+use super::abi::Abi;
+
+/// What a header's `describe` callback reports about the data (the shape and strides
+/// it writes in place).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Desc {
+    /// The data pointer; element `[0, ...]` is at `data + byte_offset`.
+    pub(crate) data: *mut c_void,
+    pub(crate) dtype: DataType,
+    pub(crate) device: Device,
+    pub(crate) byte_offset: u64,
+    pub(crate) flags: u64,
+}
+
+/// The bookkeeping after the managed struct, the same for every owner type.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Meta {
+    /// The owner's type, for [`ManagedTensor::into_owner`].
+    owner_type: TypeId,
+    /// The owner's offset from the start of the allocation.
+    owner_offset: usize,
+    /// Drops the owner in place.
+    drop_owner: unsafe fn(*mut u8),
+    /// The layout of the whole allocation.
+    layout: Layout,
+}
+
+/// The part of a header that does not depend on the owner type.
+#[repr(C)]
+struct Head<M> {
+    managed: M,
+    meta: Meta,
+}
+
+/// A header with owner `O`; `2 * ndim` `i64`s (shape, then strides) follow it.
+#[repr(C)]
+struct Header<M, O> {
+    head: Head<M>,
+    owner: ManuallyDrop<O>,
+}
+
+/// The layout of a header with owner `O` and `ndim` dimensions, and the offset of the
+/// shape array in it; `None` if it does not fit the address space.
+fn layout<M: Abi, O>(ndim: usize) -> Option<(Layout, usize)> {
+    let dims = Layout::array::<i64>(ndim.checked_mul(2)?).ok()?;
+    let (layout, offset) = Layout::new::<Header<M, O>>().extend(dims).ok()?;
+    Some((layout.pad_to_align(), offset))
+}
+
+/// Whether the managed struct `managed`, at `ptr`, is a header made by [`build`]:
+/// `manager_ctx` holds its own address (which no copy shares) and its deleter is ours.
+pub(crate) fn is_own<M: Abi>(ptr: NonNull<M>, managed: &M) -> bool {
+    ptr::eq(managed.manager_ctx(), ptr.as_ptr().cast())
+        && managed
+            .deleter()
+            .is_some_and(|deleter| ptr::fn_addr_eq(deleter, M::OWN_DELETER))
+}
+
+/// Allocates a header for `owner` and lets `describe` fill it in: one allocation for
+/// the managed struct, the owner, and `ndim` extents and strides.
+///
+/// `describe` is called once, with the owner at its final address and zeroed shape and
+/// strides of length `ndim` to write; an error from it frees the header and drops the
+/// owner. The deleter drops the owner and frees the allocation.
+///
+/// # Errors
+///
+/// [`Error::InvalidLayout`] when `ndim` does not fit `i32`, [`Error::AllocationFailed`]
+/// when the header cannot be allocated, or the error of `describe`; the owner has been
+/// dropped then.
+///
+/// # Safety
+///
+/// - the shape and strides that `describe` writes and the [`Desc`] it returns satisfy
+///   the data requirements of [`ManagedTensor::from_raw`] for as long as the owner
+///   lives at its address, given that from then on it is only read through shared
+///   references (`ManagedTensor::owner`, for owners whose shared references cannot
+///   write the data), moved out together with the tensor
+///   ([`ManagedTensor::into_owner`], which ends the tensor), or dropped by the deleter.
+pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
+    owner: O,
+    ndim: usize,
+    describe: impl FnOnce(&mut O, &mut [i64], &mut [i64]) -> Result<Desc>,
+) -> Result<ManagedTensor> {
+    let Ok(ndim_c) = i32::try_from(ndim) else {
+        return Err(Error::InvalidLayout {
+            reason: format!("ndim {ndim} does not fit i32"),
+        });
+    };
+    let too_big = || Error::AllocationFailed { bytes: usize::MAX };
+    let (layout, dims_offset) = layout::<M, O>(ndim).ok_or_else(too_big)?;
+    // SAFETY: the layout has a non-zero size: it holds the managed struct.
+    let base = unsafe { alloc::alloc(layout) };
+    let Some(base) = NonNull::new(base) else {
+        return Err(Error::AllocationFailed {
+            bytes: layout.size(),
+        });
+    };
+    let header = base.cast::<Header<M, O>>();
+    // SAFETY: `base` is a fresh allocation of `layout`, which starts with an aligned
+    // `Header<M, O>`; this only computes a field address.
+    let owner_field = unsafe { &raw mut (*header.as_ptr()).owner };
+    // SAFETY: the field is aligned and inside the allocation; nothing reads it before.
+    unsafe { owner_field.write(ManuallyDrop::new(owner)) };
+    // SAFETY: `dims_offset` comes from `Layout::extend` for this allocation.
+    let dims_ptr = unsafe { base.as_ptr().add(dims_offset) }.cast::<i64>();
+    // SAFETY: the allocation holds `2 * ndim` `i64`s at `dims_ptr`, aligned by `extend`.
+    unsafe { ptr::write_bytes(dims_ptr, 0, 2 * ndim) };
+    // SAFETY:
+    // - `2 * ndim` aligned, initialised `i64`s inside the allocation;
+    // - nothing else references them while this borrow lives.
+    let dims = unsafe { core::slice::from_raw_parts_mut(dims_ptr, 2 * ndim) };
+    let (shape, strides) = dims.split_at_mut(ndim);
+    // SAFETY: the owner was just written; this is the only reference to it.
+    let owner_ref: &mut O = unsafe { &mut *owner_field };
+    let desc = match describe(owner_ref, shape, strides) {
+        Ok(desc) => desc,
+        Err(err) => {
+            // SAFETY: the owner was initialised above and nothing else references it.
+            let owner = unsafe { &mut *owner_field };
+            // SAFETY: the owner is dropped here, once, and never used again.
+            unsafe { ManuallyDrop::drop(owner) };
+            // SAFETY: `base` was allocated above with `layout` and is not used again.
+            unsafe { alloc::dealloc(base.as_ptr(), layout) };
+            return Err(err);
+        }
+    };
+    let (shape, strides) = if ndim == 0 {
+        (ptr::null_mut(), ptr::null_mut())
+    } else {
+        (shape.as_mut_ptr(), strides.as_mut_ptr())
+    };
+    let dl_tensor = DLTensor {
+        data: desc.data,
+        device: desc.device.to_raw(),
+        ndim: ndim_c,
+        dtype: desc.dtype.to_raw(),
+        shape,
+        strides,
+        byte_offset: desc.byte_offset,
+    };
+    let head = Head {
+        managed: M::new(dl_tensor, desc.flags, base.as_ptr().cast(), M::OWN_DELETER),
+        meta: Meta {
+            owner_type: TypeId::of::<O>(),
+            owner_offset: offset_of!(Header<M, O>, owner),
+            drop_owner: drop_owner::<O>,
+            layout,
+        },
+    };
+    // SAFETY: as for `owner_field`, this only computes a field address.
+    let head_field = unsafe { &raw mut (*header.as_ptr()).head };
+    // SAFETY: the first field of the fresh, aligned allocation, not yet initialised.
+    unsafe { head_field.write(head) };
+    // SAFETY: a complete header whose data `describe` vouched for, owned by nobody else.
+    Ok(unsafe { ManagedTensor::adopt(M::raw(header.cast::<M>())) })
+}
+
+/// Drops an owner of type `O` in place.
+///
+/// # Safety
+///
+/// - `owner` points to an initialised `O` that is never used again.
+unsafe fn drop_owner<O>(owner: *mut u8) {
+    // SAFETY: the caller passes an initialised `O`, dropped once.
+    unsafe { ptr::drop_in_place(owner.cast::<O>()) }
+}
+
+/// The owner of a header made by [`build`], if it has type `O`.
+///
+/// # Safety
+///
+/// - `ptr` is a live header made by [`build`] (see [`is_own`]), with its owner in place.
+pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNull<O>> {
+    let head = ptr.cast::<Head<M>>();
+    // SAFETY: the caller guarantees a live header, which starts with a `Head<M>`.
+    let meta = unsafe { &(*head.as_ptr()).meta };
+    if meta.owner_type != TypeId::of::<O>() {
+        return None;
+    }
+    // SAFETY: the owner of this `Header<M, O>` lies at `owner_offset`, inside the
+    // allocation (`ManuallyDrop<O>` has the layout of `O`).
+    Some(unsafe { ptr.cast::<u8>().add(meta.owner_offset) }.cast::<O>())
+}
+
+/// Moves the owner out of a header made by [`build`] and frees the header, without
+/// running the deleter.
+///
+/// # Safety
+///
+/// - `ptr` is a live header made by [`build`] whose owner has type `O` (checked with
+///   [`owner`]);
+/// - nobody uses it, or calls its deleter, afterwards.
+pub(crate) unsafe fn take<M: Abi, O>(ptr: NonNull<M>) -> O {
+    let head = ptr.cast::<Head<M>>();
+    // SAFETY: the caller guarantees a live header.
+    let layout = unsafe { (*head.as_ptr()).meta.layout };
+    let header = ptr.cast::<Header<M, O>>();
+    // SAFETY: the caller guarantees a live header; this only computes a field address.
+    let owner_field = unsafe { &raw const (*header.as_ptr()).owner };
+    // SAFETY: the owner is initialised and, since the deleter never runs, moved out
+    // only here; the field is aligned and inside the allocation.
+    let owner = unsafe { owner_field.read() };
+    // SAFETY: the allocation was made by `build` with this layout and is not used again.
+    unsafe { alloc::dealloc(ptr.as_ptr().cast(), layout) };
+    ManuallyDrop::into_inner(owner)
+}
+
+/// The deleter of every versioned header made by [`build`].
+///
+/// # Safety
+///
+/// - `managed` is a live versioned header made by [`build`], deleted once.
+pub(crate) unsafe extern "C" fn delete_versioned(managed: *mut DLManagedTensorVersioned) {
+    // SAFETY: the caller passes a live header made by `build`.
+    unsafe { delete_own(managed) }
+}
+
+/// The deleter of every legacy header made by [`build`].
+///
+/// # Safety
+///
+/// - `managed` is a live legacy header made by [`build`], deleted once.
+pub(crate) unsafe extern "C" fn delete_legacy(managed: *mut DLManagedTensor) {
+    // SAFETY: the caller passes a live header made by `build`.
+    unsafe { delete_own(managed) }
+}
+
+/// Drops the owner of a header made by [`build`] and frees the allocation. An owner
+/// whose `Drop` panics aborts the process here (a deleter cannot unwind).
+///
+/// # Safety
+///
+/// - `managed` is a live header made by [`build`], deleted once.
+unsafe fn delete_own<M: Abi>(managed: *mut M) {
+    let head = managed.cast::<Head<M>>();
+    // SAFETY: the caller passes a live header, which starts with a `Head<M>`.
+    let Meta {
+        owner_offset,
+        drop_owner,
+        layout,
+        ..
+    } = unsafe { (*head).meta };
+    // SAFETY: the owner lies at `owner_offset` inside the allocation.
+    let owner = unsafe { managed.cast::<u8>().add(owner_offset) };
+    // SAFETY: the owner is initialised and dropped only here, once.
+    unsafe { drop_owner(owner) };
+    // SAFETY: the allocation was made by `build` with this layout and is not used again.
+    unsafe { alloc::dealloc(managed.cast(), layout) };
+}

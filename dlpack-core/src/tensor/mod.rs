@@ -1,0 +1,559 @@
+//! [`ManagedTensor`], the one owning handle of a DLPack tensor.
+//!
+//! - `abi`: the standard's two managed structs behind one sealed trait, and the one
+//!   raw delete;
+//! - `header`: the single-allocation header of every tensor this crate makes, and how
+//!   it is recognised;
+//! - `producer`: `from_buffer` and `from_owner`, for users' own containers.
+
+mod abi;
+mod header;
+mod producer;
+
+use core::ffi::c_void;
+use core::fmt;
+use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
+
+use crate::device::Device;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPackVersion, DLTensor,
+};
+use crate::layout;
+
+pub(crate) use abi::{Abi, Raw, delete, with_abi};
+pub(crate) use header::{Desc, build};
+
+/// An owned DLPack tensor: the one handle through which this crate holds a
+/// `DLManagedTensorVersioned` (DLPack 1.x) or a legacy `DLManagedTensor`.
+///
+/// - **Consume once.** It is not `Clone`; passing it on moves it.
+/// - **Deleter exactly once.** `Drop` calls the producer's deleter once, and never a NULL
+///   one. [`into_raw`](Self::into_raw) hands that duty to the receiver instead.
+/// - **Either ABI.** [`into_raw`](Self::into_raw) and
+///   [`into_raw_legacy`](Self::into_raw_legacy) give whichever struct a consumer wants,
+///   wrapping the other kind in one allocation whose deleter chains to the original.
+/// - **Exclusive or shared.** Mutable views need a tensor whose data no other live
+///   handle can reach ([`is_exclusive`](Self::is_exclusive)): see "Import safety" in
+///   the [crate documentation](crate#import-safety).
+///
+/// Borrowed, checked ndarray views come from `as_array` / `as_array_mut` (feature
+/// `ndarray`); tensors are made from arrays with [`ToDLPack`](crate::ToDLPack), or from
+/// any buffer with [`from_buffer`](Self::from_buffer) and
+/// [`from_owner`](Self::from_owner).
+///
+/// # Thread safety
+///
+/// `ManagedTensor` is `Send` and `Sync`. The standard lets the consumer call the deleter
+/// from any thread, and [`from_raw`](Self::from_raw) makes the caller promise exactly
+/// that; shared references only read metadata or create read-only views.
+pub struct ManagedTensor {
+    raw: Raw,
+    /// Whether no other live handle can reach the data (see "Import safety").
+    exclusive: bool,
+    /// Whether the deleter may run Python code: the tensor came from Python, and
+    /// dropping it keeps the interpreter's exception state intact.
+    #[cfg(feature = "pyo3")]
+    python: bool,
+}
+
+// SAFETY:
+// - `from_raw`/`from_raw_legacy` require that the deleter may be called from any thread
+//   and that the data may be accessed from any thread; our own headers hold owners that
+//   are `Send` (`build` requires it), so dropping them elsewhere is sound;
+// - the handle holds no thread-local state.
+unsafe impl Send for ManagedTensor {}
+// SAFETY:
+// - through `&ManagedTensor` only metadata is read and read-only views of `Element`
+//   data (which are `Sync`) are created; nothing is mutated through a shared reference;
+// - writers outside this handle are ruled out while it lives: by the `from_raw`
+//   contract, or for a shared tensor by the protocol (see "Import safety").
+unsafe impl Sync for ManagedTensor {}
+
+/// The header of a tensor, borrowed as the struct of its ABI.
+#[derive(Clone, Copy)]
+enum HeaderRef<'a> {
+    Versioned(&'a DLManagedTensorVersioned),
+    Legacy(&'a DLManagedTensor),
+}
+
+/// Evaluates `$body` with `$m` bound to the header of a [`HeaderRef`], whatever its ABI.
+macro_rules! on_header {
+    ($header:expr, $m:ident => $body:expr) => {
+        match $header {
+            HeaderRef::Versioned($m) => $body,
+            HeaderRef::Legacy($m) => $body,
+        }
+    };
+}
+
+impl ManagedTensor {
+    /// Takes ownership of a DLPack 1.x tensor.
+    ///
+    /// Checks what can be checked without trusting the contents: the pointer is not
+    /// NULL; `version.major` is 1 (otherwise the deleter is called and
+    /// [`Error::UnsupportedVersion`] returned, as the standard requires); `ndim >= 0`;
+    /// `shape` is non-NULL and aligned when `ndim > 0`; `strides` is aligned when
+    /// non-NULL. On every error but a NULL pointer the deleter has run once when this
+    /// returns. Shape, strides, dtype, device and data are checked later, by the view
+    /// constructors.
+    ///
+    /// The tensor is [exclusive](Self::is_exclusive): the contract below says that
+    /// nobody else uses the data.
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` is NULL or points to a `DLManagedTensorVersioned`, aligned and readable,
+    ///   whose ownership the caller hands over: nobody else will call its deleter;
+    /// - if `version.major == 1`, `shape` (when `ndim > 0`) points to `ndim` readable
+    ///   `i64`s and `strides` is NULL or points to `ndim` readable `i64`s, and the struct
+    ///   and these arrays stay valid and unchanged until the deleter is called;
+    /// - `data + byte_offset` addresses memory on `device` that holds the elements
+    ///   described by shape, strides and dtype, valid for reads until the deleter is
+    ///   called, and for writes unless the `READ_ONLY` flag is set;
+    /// - while the tensor lives nobody else writes that memory, and while a mutable
+    ///   view borrowed from it lives nobody else reads it either;
+    /// - the deleter, if not NULL, may be called once, from any thread, with `ptr`.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer {
+            what: "managed tensor",
+        })?;
+        // SAFETY:
+        // - the caller guarantees `ptr` is aligned and readable as the struct;
+        // - `version` is in the prefix that every major version keeps stable.
+        let version = unsafe { (*ptr.as_ptr()).version };
+        if version.major != DLPACK_MAJOR_VERSION {
+            // SAFETY: the caller hands the tensor over; its deleter may be called from
+            // here, reading only the stable prefix.
+            unsafe { delete(ptr) };
+            return Err(Error::UnsupportedVersion {
+                major: version.major,
+                minor: version.minor,
+            });
+        }
+        Self::checked(Raw::Versioned(ptr))
+    }
+
+    /// Takes ownership of a legacy (pre-1.0) `DLManagedTensor`.
+    ///
+    /// Performs the same checks as [`from_raw`](Self::from_raw) except the version,
+    /// which legacy tensors do not carry. Legacy tensors have no flags: they are
+    /// treated as writable, as PyTorch and JAX treat them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_raw`](Self::from_raw), for a `DLManagedTensor`; in addition, since
+    /// a legacy tensor cannot say it is read-only, the producer must allow writes to
+    /// the data.
+    pub unsafe fn from_raw_legacy(ptr: *mut DLManagedTensor) -> Result<Self> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer {
+            what: "managed tensor",
+        })?;
+        Self::checked(Raw::Legacy(ptr))
+    }
+
+    /// An exclusive handle of `raw` after checking its header; on error the handle is
+    /// dropped (the deleter runs).
+    fn checked(raw: Raw) -> Result<Self> {
+        // SAFETY: `from_raw`'s caller hands over a valid header (and the version of a
+        // versioned one was checked).
+        unsafe { Self::adopt(raw) }.check()
+    }
+
+    /// Checks what `from_raw` checks of the header; on error the handle is dropped (the
+    /// deleter runs).
+    pub(crate) fn check(self) -> Result<Self> {
+        let tensor = self;
+        let t = tensor.dl_tensor();
+        if t.ndim < 0 {
+            return Err(Error::NegativeNdim { ndim: t.ndim });
+        }
+        if t.ndim > 0 {
+            check_array_ptr(t.shape, "shape")?;
+            if !t.strides.is_null() {
+                check_array_ptr(t.strides, "strides")?;
+            }
+        }
+        Ok(tensor)
+    }
+
+    /// An exclusive handle of `raw`, unchecked.
+    ///
+    /// # Safety
+    ///
+    /// - `raw` satisfies the requirements of [`from_raw`](Self::from_raw) (of a
+    ///   versioned tensor, the major version is 1), except that nobody else needs to
+    ///   stay away from the data if the handle is marked shared before any view is made.
+    pub(crate) unsafe fn adopt(raw: Raw) -> Self {
+        Self {
+            raw,
+            exclusive: true,
+            #[cfg(feature = "pyo3")]
+            python: false,
+        }
+    }
+
+    /// Marks the tensor shared: another live handle may reach its data, so mutable
+    /// views are refused.
+    pub(crate) fn into_shared(mut self) -> Self {
+        self.exclusive = false;
+        self
+    }
+
+    /// Marks the tensor as coming from Python: its deleter may run Python code.
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn into_python(mut self) -> Self {
+        self.python = true;
+        self
+    }
+
+    /// Whether no other live handle can reach the data, so that mutable views
+    /// (`as_array_mut`, `DLPackArray::view_mut`) are allowed.
+    ///
+    /// True for tensors made by this crate's exports and for tensors taken over with
+    /// an `unsafe` constructor, whose caller promised it; false for imports through a
+    /// safe path that cannot prove it (from Python, unless the producer copied the
+    /// data for this import). See "Import safety" in the
+    /// [crate documentation](crate#import-safety).
+    pub fn is_exclusive(&self) -> bool {
+        self.exclusive
+    }
+
+    /// Declares that nothing else reaches the data, so that mutable views are allowed:
+    /// for example after importing a NumPy array that Python no longer uses.
+    ///
+    /// # Safety
+    ///
+    /// - while a mutable view borrowed from this tensor lives, nobody else reads or
+    ///   writes the data (Python code holding the original array, other threads, other
+    ///   imports of the same object);
+    /// - while the tensor lives, nobody else writes it.
+    pub unsafe fn assume_exclusive(&mut self) {
+        self.exclusive = true;
+    }
+
+    /// Gives up ownership: returns the `DLManagedTensorVersioned` pointer, whose deleter
+    /// the receiver must call once.
+    ///
+    /// A legacy tensor is wrapped in a new versioned struct (one allocation, flags 0)
+    /// whose deleter frees the wrapper and calls the legacy deleter; a tensor that this
+    /// crate wrapped the other way is unwrapped instead of wrapped twice. If that small
+    /// allocation fails the process aborts, as `Box::new` does.
+    pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        let this = self.unwrap_adapter();
+        match this.raw {
+            Raw::Versioned(ptr) => {
+                core::mem::forget(this);
+                ptr.as_ptr()
+            }
+            Raw::Legacy(_) => wrap::<DLManagedTensorVersioned>(this).as_ptr(),
+        }
+    }
+
+    /// Gives up ownership as a legacy `DLManagedTensor`, for consumers that predate
+    /// DLPack 1.0; the receiver must call its deleter once.
+    ///
+    /// A versioned tensor is wrapped in a new legacy struct (one allocation) whose
+    /// deleter frees the wrapper and calls the versioned deleter.
+    ///
+    /// # Errors
+    ///
+    /// A tensor flagged `READ_ONLY` comes back unchanged in `Err`: a legacy consumer
+    /// would assume it may write. (Copy it first, or keep it versioned.)
+    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Self> {
+        if self.is_read_only() {
+            return Err(self);
+        }
+        let this = self.unwrap_adapter();
+        Ok(match this.raw {
+            Raw::Legacy(ptr) => {
+                core::mem::forget(this);
+                ptr.as_ptr()
+            }
+            Raw::Versioned(_) => wrap::<DLManagedTensor>(this).as_ptr(),
+        })
+    }
+
+    /// Gives up ownership of the header as it is, of either ABI (no adapter made or
+    /// unwrapped). The receiver must call its deleter once.
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn into_raw_as_is(self) -> Raw {
+        ManuallyDrop::new(self).raw
+    }
+
+    /// If this is an ABI adapter made by [`into_raw`](Self::into_raw) or
+    /// [`into_raw_legacy`](Self::into_raw_legacy), the tensor it wraps; else itself.
+    fn unwrap_adapter(self) -> Self {
+        let mut this = self;
+        loop {
+            match this.into_owner::<Adapter>() {
+                Ok(Adapter(inner)) => this = inner,
+                Err(original) => return original,
+            }
+        }
+    }
+
+    fn header(&self) -> HeaderRef<'_> {
+        match self.raw {
+            // SAFETY:
+            // - the pointer is non-null, aligned and valid until the deleter runs (the
+            //   `from_raw` contract, or our own header), which is after `self` dies;
+            // - nobody mutates the struct while we own it.
+            Raw::Versioned(ptr) => HeaderRef::Versioned(unsafe { ptr.as_ref() }),
+            // SAFETY: as above, for the legacy struct.
+            Raw::Legacy(ptr) => HeaderRef::Legacy(unsafe { ptr.as_ref() }),
+        }
+    }
+
+    /// The plain `DLTensor` description.
+    pub fn dl_tensor(&self) -> &DLTensor {
+        on_header!(self.header(), m => m.dl_tensor())
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        // `checked` rejected negative values.
+        usize::try_from(self.dl_tensor().ndim).unwrap_or(0)
+    }
+
+    /// The extents, as the producer gave them (not yet validated: see `as_array`).
+    pub fn shape(&self) -> &[i64] {
+        let t = self.dl_tensor();
+        // SAFETY:
+        // - `checked` ensured `shape` is non-null and aligned when `ndim > 0`;
+        // - the producer guarantees `ndim` readable values that outlive `self`.
+        unsafe { raw_slice(t.shape, self.ndim()) }
+    }
+
+    /// The strides in elements, or `None` when the producer passed NULL
+    /// (C-contiguous, allowed before DLPack 1.2).
+    pub fn strides(&self) -> Option<&[i64]> {
+        let t = self.dl_tensor();
+        if t.strides.is_null() {
+            return None;
+        }
+        // SAFETY:
+        // - `strides` is non-null here, and `checked` ensured it is aligned;
+        // - the producer guarantees `ndim` readable values that outlive `self`.
+        Some(unsafe { raw_slice(t.strides, self.ndim()) })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        DataType::from_raw(self.dl_tensor().dtype)
+    }
+
+    /// Where the data lives.
+    pub fn device(&self) -> Device {
+        Device::from_raw(self.dl_tensor().device)
+    }
+
+    /// Offset in bytes from [`data`](Self::data) to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.dl_tensor().byte_offset
+    }
+
+    /// The raw data pointer as the producer gave it (see also
+    /// [`data_ptr`](Self::data_ptr)).
+    pub fn data(&self) -> *mut c_void {
+        self.dl_tensor().data
+    }
+
+    /// The address of the first element, `data + byte_offset` (computed with wrapping
+    /// arithmetic; views check it).
+    pub fn data_ptr(&self) -> *mut c_void {
+        let t = self.dl_tensor();
+        t.data.wrapping_byte_add(t.byte_offset as usize)
+    }
+
+    /// The `DLPACK_FLAG_BITMASK_*` flags; always 0 for a legacy tensor.
+    pub fn flags(&self) -> u64 {
+        on_header!(self.header(), m => m.flags())
+    }
+
+    /// Whether the producer forbids writes (`READ_ONLY`).
+    pub fn is_read_only(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    }
+
+    /// Whether the producer copied the data for this export (`IS_COPIED`).
+    pub fn is_copied(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+    }
+
+    /// The DLPack version of a versioned tensor; `None` for a legacy one.
+    pub fn version(&self) -> Option<DLPackVersion> {
+        on_header!(self.header(), m => m.version())
+    }
+
+    /// Whether this holds a legacy `DLManagedTensor`.
+    pub fn is_legacy(&self) -> bool {
+        matches!(self.raw, Raw::Legacy(_))
+    }
+
+    /// The number of elements, checked: the product of the extents, or an error for a
+    /// negative extent or an overflow.
+    pub fn num_elements(&self) -> Result<usize> {
+        layout::element_count(self.shape())
+    }
+
+    /// Whether this crate allocated the header (see `header::is_own`).
+    pub(crate) fn is_own(&self) -> bool {
+        match (self.raw, self.header()) {
+            (Raw::Versioned(ptr), HeaderRef::Versioned(m)) => header::is_own(ptr, m),
+            (Raw::Legacy(ptr), HeaderRef::Legacy(m)) => header::is_own(ptr, m),
+            _ => false,
+        }
+    }
+
+    /// The owner value of a tensor made by this crate with owner type `O`; `None` for
+    /// any other tensor. Crate-internal: a public `&O` could reach the data through an
+    /// owner's interior mutability while views borrowed from the tensor read it.
+    pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
+        // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
+        // `self` and is only moved out by `into_owner`, which consumes `self`.
+        self.owner_ptr::<O>().map(|owner| unsafe { owner.as_ref() })
+    }
+
+    /// Where the owner of a tensor made by this crate with owner type `O` lives.
+    fn owner_ptr<O: 'static>(&self) -> Option<NonNull<O>> {
+        if !self.is_own() {
+            return None;
+        }
+        // SAFETY: `is_own` proved the pointer is a live header made by `build`, whose
+        // owner stays in place while `self` lives.
+        with_abi!(self.raw, ptr => unsafe { header::owner::<_, O>(ptr) })
+    }
+
+    /// Takes the owner value back out of a tensor made by this crate with owner type `O`
+    /// ([`from_owner`](Self::from_owner), [`from_buffer`](Self::from_buffer); array
+    /// exports own an `Array<A, D>` or a shared `ArcArray<A, D>`), freeing the header
+    /// without running the deleter: the zero-copy way back for custom containers. Any
+    /// other tensor comes back in `Err`.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let t = ManagedTensor::from_buffer(vec![1u8, 2, 3], 0, &[3], &[1])?;
+    /// let t = t.into_owner::<Box<[u8]>>().unwrap_err(); // not that type
+    /// let pixels: Vec<u8> = t.into_owner().unwrap();
+    /// assert_eq!(pixels, [1, 2, 3]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
+        if self.owner_ptr::<O>().is_none() {
+            return Err(self);
+        }
+        let this = ManuallyDrop::new(self);
+        // SAFETY:
+        // - `owner_ptr::<O>` proved the pointer is a live header made by `build` whose
+        //   owner has type `O`;
+        // - `this` is never dropped, so the deleter never runs and the header is not
+        //   used again.
+        Ok(with_abi!(this.raw, ptr => unsafe { header::take::<_, O>(ptr) }))
+    }
+}
+
+impl Drop for ManagedTensor {
+    fn drop(&mut self) {
+        #[cfg(feature = "pyo3")]
+        if self.python {
+            let raw = self.raw;
+            // SAFETY: we own the tensor and give it up here, once; the producer allowed
+            // any thread to call its deleter.
+            crate::python::release_python_tensor(|| with_abi!(raw, ptr => unsafe { delete(ptr) }));
+            return;
+        }
+        // SAFETY:
+        // - we own the tensor and call its deleter exactly once (`Drop`);
+        // - the producer allowed any thread to call it.
+        with_abi!(self.raw, ptr => unsafe { delete(ptr) });
+    }
+}
+
+impl fmt::Debug for ManagedTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagedTensor")
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("dtype", &self.dtype())
+            .field("device", &self.device())
+            .field("byte_offset", &self.byte_offset())
+            .field("flags", &self.flags())
+            .field("version", &self.version())
+            .field("exclusive", &self.exclusive)
+            .finish()
+    }
+}
+
+fn check_array_ptr(ptr: *const i64, what: &'static str) -> Result<()> {
+    if ptr.is_null() {
+        return Err(Error::NullPointer { what });
+    }
+    if !ptr.is_aligned() {
+        return Err(Error::Misaligned {
+            what,
+            address: ptr as usize,
+            align: align_of::<i64>(),
+        });
+    }
+    Ok(())
+}
+
+/// A slice of `len` values at `ptr`; empty without touching `ptr` when `len == 0`.
+///
+/// # Safety
+///
+/// - if `len > 0`, `ptr` is non-null, aligned, and points to `len` initialised values
+///   that stay valid and unmodified for `'a`.
+unsafe fn raw_slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY:
+    // - `len > 0`, so the caller guarantees `ptr` is non-null, aligned and points to
+    //   `len` initialised values valid for `'a`;
+    // - `len` values were allocated by the producer, so their size fits `isize`.
+    unsafe { core::slice::from_raw_parts(ptr, len) }
+}
+
+/// The owner of an ABI adapter: the tensor it wraps.
+struct Adapter(ManagedTensor);
+
+/// Wraps `inner` in a header of the other ABI; the wrapper's deleter drops `inner`.
+fn wrap<M: Abi>(inner: ManagedTensor) -> NonNull<M> {
+    let ndim = inner.ndim();
+    // SAFETY:
+    // - the shape, strides and description are the wrapped tensor's own, read at the
+    //   adapter's final address; its data pointer stays valid while `inner` (the owner)
+    //   lives, so its producer's guarantees carry over;
+    // - NULL strides become explicit C-contiguous ones, as DLPack 1.2+ requires.
+    let built = unsafe {
+        build::<M, Adapter>(Adapter(inner), ndim, |adapter, shape, strides| {
+            let t = &adapter.0;
+            shape.copy_from_slice(t.shape());
+            match t.strides() {
+                Some(given) => strides.copy_from_slice(given),
+                None => layout::c_strides(shape, strides),
+            }
+            Ok(Desc {
+                data: t.data(),
+                dtype: t.dtype(),
+                device: t.device(),
+                byte_offset: t.byte_offset(),
+                flags: t.flags(),
+            })
+        })
+    };
+    match built {
+        Ok(tensor) => match ManuallyDrop::new(tensor).raw {
+            Raw::Versioned(ptr) => ptr.cast(),
+            Raw::Legacy(ptr) => ptr.cast(),
+        },
+        // A header of a few hundred bytes per dimension could not be allocated.
+        Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<M>()),
+    }
+}

@@ -1,0 +1,188 @@
+//! Valid-but-huge and hostile inputs: broadcast tensors whose copies cannot be
+//! allocated, `bool` views of broadcast memory, and headers copied by a foreign producer.
+//! Every case is a typed error or a correct result, never an abort, a hang or a double
+//! free, and every deleter runs exactly once.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Counter, Spec, buffer_from_bytes};
+use dlpack_core::ffi::DLManagedTensorVersioned;
+use dlpack_core::{DLPackArray, DataType, Error, FromDLPack, ManagedTensor, ToDLPack};
+use ndarray::{Array1, ArrayD, Ix1, Ix2, IxDyn, array};
+
+/// A foreign tensor of one byte (`value`) broadcast to `shape` (every stride 0).
+fn broadcast(dtype: DataType, value: u8, shape: &[i64]) -> (ManagedTensor, Counter) {
+    let mut spec = Spec::new(shape, dtype.to_raw(), buffer_from_bytes(&[value; 16]));
+    spec.strides = Some(vec![0; shape.len()]);
+    let counter = Counter::new();
+    let raw = common::versioned(&spec, &counter);
+    // SAFETY: a well-formed tensor whose every element is the buffer's first bytes.
+    let tensor = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    (tensor, counter)
+}
+
+const HUGE: i64 = 1 << 62;
+
+fn is_allocation_failure(err: &Error) -> bool {
+    matches!(err, Error::AllocationFailed { .. })
+}
+
+// Miri and the sanitizers stop at an allocation this large instead of returning NULL.
+#[test]
+#[cfg_attr(miri, ignore = "Miri refuses to attempt a 4 EiB allocation")]
+fn copying_a_huge_broadcast_tensor_is_an_allocation_error() {
+    let (tensor, counter) = broadcast(DataType::I8, 7, &[HUGE]);
+    // A view is fine: it addresses one byte.
+    let view = tensor.as_array::<i8, Ix1>().unwrap();
+    assert_eq!(view.len(), HUGE as usize);
+    assert_eq!(view[[HUGE as usize - 1]], 7);
+    // An owned copy would need 4 EiB.
+    let err = Array1::<i8>::from_dlpack(tensor).unwrap_err();
+    assert!(is_allocation_failure(&err), "{err}");
+    assert_eq!(counter.get(), 1);
+
+    let (tensor, counter) = broadcast(DataType::I8, 7, &[1 << 31, 1 << 31]);
+    let owned = DLPackArray::<i8, Ix2>::new(tensor).unwrap();
+    assert!(is_allocation_failure(&owned.into_owned().unwrap_err()));
+    assert_eq!(counter.get(), 1);
+
+    // A Rust broadcast view copies on export: the same error.
+    let one = array![1u8];
+    let wide = one.broadcast(HUGE as usize).unwrap();
+    assert!(is_allocation_failure(&wide.to_dlpack().unwrap_err()));
+}
+
+#[test]
+fn copying_a_broadcast_tensor_that_fits_works() {
+    let (tensor, counter) = broadcast(DataType::U8, 3, &[4, 5]);
+    let owned = ArrayD::<u8>::from_dlpack(tensor).unwrap();
+    assert_eq!(owned, ArrayD::from_elem(IxDyn(&[4, 5]), 3u8));
+    assert!(owned.is_standard_layout());
+    assert_eq!(counter.get(), 1);
+}
+
+/// Runs `f` and checks it took less than `limit`: a check that visits every logical
+/// element of a 2^40-element tensor takes hours.
+fn quick<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
+    let start = Instant::now();
+    let out = f();
+    let took = start.elapsed();
+    // Miri interprets every step, thousands of times slower: the count of steps is what
+    // matters, and it is the same there.
+    assert!(cfg!(miri) || took < limit, "took {took:?}");
+    out
+}
+
+#[test]
+fn bool_views_of_broadcast_memory_check_each_byte_once() {
+    // 2^40 elements, one byte.
+    let (tensor, counter) = broadcast(DataType::BOOL, 1, &[1 << 40]);
+    let view = quick(Duration::from_secs(5), || tensor.as_array::<bool, Ix1>()).unwrap();
+    assert!(view[[(1 << 40) - 1]]);
+    drop(tensor);
+    assert_eq!(counter.get(), 1);
+
+    // Broadcast along one axis of two, with a bad byte.
+    let mut spec = Spec::new(
+        &[1 << 30, 3],
+        DataType::BOOL.to_raw(),
+        buffer_from_bytes(&[0, 1, 2]),
+    );
+    spec.strides = Some(vec![0, 1]);
+    let counter = Counter::new();
+    // SAFETY: a well-formed tensor over three bytes.
+    let tensor = unsafe { ManagedTensor::from_raw(common::versioned(&spec, &counter)) }.unwrap();
+    let err = quick(Duration::from_secs(5), || {
+        tensor.as_array::<bool, Ix2>().map(|_| ())
+    })
+    .unwrap_err();
+    // The first element holding the bad byte, in row-major order.
+    assert_eq!(err, Error::InvalidBool { index: 2, byte: 2 });
+    drop(tensor);
+    assert_eq!(counter.get(), 1);
+}
+
+#[test]
+fn bool_views_of_sliding_windows_check_each_byte_once() {
+    // Windows of 2^12 over 2^13 - 1 bytes (`as_strided` with strides (1, 1)): 2^24
+    // logical elements over 8191 bytes.
+    let n: i64 = 1 << 12;
+    let mut bytes = vec![1u8; 2 * n as usize - 1];
+    bytes[n as usize + 5] = 0;
+    let mut spec = Spec::new(&[n, n], DataType::BOOL.to_raw(), buffer_from_bytes(&bytes));
+    spec.strides = Some(vec![1, 1]);
+    let counter = Counter::new();
+    // SAFETY: a well-formed tensor over `bytes`.
+    let tensor = unsafe { ManagedTensor::from_raw(common::versioned(&spec, &counter)) }.unwrap();
+    let view = quick(Duration::from_secs(20), || tensor.as_array::<bool, Ix2>()).unwrap();
+    assert!(!view[[n as usize - 1, 6]]);
+    assert!(view[[0, 0]]);
+    drop(tensor);
+
+    bytes[7] = 9;
+    let mut spec = Spec::new(&[n, n], DataType::BOOL.to_raw(), buffer_from_bytes(&bytes));
+    spec.strides = Some(vec![1, 1]);
+    // SAFETY: as above.
+    let tensor = unsafe { ManagedTensor::from_raw(common::versioned(&spec, &counter)) }.unwrap();
+    let err = quick(Duration::from_secs(20), || {
+        tensor.as_array::<bool, Ix2>().map(|_| ())
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::InvalidBool { byte: 9, .. }), "{err}");
+    drop(tensor);
+    assert_eq!(counter.get(), 2);
+}
+
+/// A foreign producer that copied one of our headers into a larger struct of its own
+/// (the managed struct and the bytes that follow it), keeping `manager_ctx`, with its
+/// own deleter that releases the original.
+#[repr(C)]
+struct Copied {
+    bytes: [u64; 19],
+    original: *mut DLManagedTensorVersioned,
+    counter: Counter,
+}
+
+unsafe extern "C" fn delete_copied(managed: *mut DLManagedTensorVersioned) {
+    // SAFETY: `managed` is the `Copied` box made in the test, deleted once.
+    let copied = unsafe { Box::from_raw(managed.cast::<Copied>()) };
+    // SAFETY: the original header is ours, and only this deleter releases it.
+    drop(unsafe { ManagedTensor::from_raw(copied.original) });
+    copied
+        .counter
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn a_copied_header_is_not_taken_for_ours() {
+    let a = Array1::from(vec![1.0f32, 2.0, 3.0]);
+    let ptr = a.as_ptr();
+    let original = a.to_dlpack().unwrap().into_raw();
+    let counter = Counter::new();
+    let mut bytes = [0u64; 19];
+    // SAFETY: our header is one allocation of more than 152 bytes (managed struct,
+    // bookkeeping, the owner array, shape and strides), all initialised.
+    unsafe {
+        core::ptr::copy_nonoverlapping(original.cast::<u64>(), bytes.as_mut_ptr(), 19);
+    }
+    let copied = Box::into_raw(Box::new(Copied {
+        bytes,
+        original,
+        counter: counter.clone(),
+    }));
+    // SAFETY: `Copied` starts with the bytes of a `DLManagedTensorVersioned` (its
+    // first 80 bytes), aligned to 8.
+    unsafe { (*copied.cast::<DLManagedTensorVersioned>()).deleter = Some(delete_copied) };
+    // SAFETY: the copy describes the original's live data, which nothing else uses;
+    // its deleter releases both.
+    let tensor = unsafe { ManagedTensor::from_raw(copied.cast()) }.unwrap();
+    assert_eq!(tensor.data_ptr().cast::<f32>().cast_const(), ptr);
+    let tensor = tensor.into_owner::<Array1<f32>>().unwrap_err();
+    let back = Array1::<f32>::from_dlpack(tensor).unwrap();
+    assert_eq!(back, array![1.0, 2.0, 3.0]);
+    assert_ne!(back.as_ptr(), ptr, "a copy, not the original's buffer");
+    assert_eq!(counter.get(), 1);
+}
