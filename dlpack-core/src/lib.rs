@@ -55,6 +55,44 @@
 //!   import of any `__dlpack__` producer.
 //! - `dlpark` (feature `dlpark`): zero-copy hand-off to the `dlpark` crate.
 //!
+//! # Import safety
+//!
+//! One rule holds for every way a tensor enters this crate (raw pointers, Python,
+//! dlpark, your own containers): **no safe code path yields a mutable view of memory
+//! that another live handle can reach, and read-only views rely only on what the DLPack
+//! protocol promises.** A [`ManagedTensor`] is therefore *exclusive* or *shared*
+//! ([`ManagedTensor::is_exclusive`]):
+//!
+//! | the tensor comes from | access | because |
+//! |---|---|---|
+//! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy | exclusive | the tensor holds the only handle to its buffer |
+//! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller promised it (their `# Safety` sections) |
+//! | Python: `from_dlpack`, `extract`, a raw capsule | shared | the producer keeps its own handle: the NumPy array, the torch tensor, the object exported twice |
+//! | Python, a copy: `from_dlpack_with(obj, Some(true))`, or a capsule flagged `IS_COPIED` | exclusive | the protocol makes a copy the consumer's alone |
+//!
+//! - `as_array_mut` and `DLPackArray::view_mut` refuse a shared tensor
+//!   ([`Error::NotExclusive`]) as they refuse a `READ_ONLY` one ([`Error::ReadOnly`]).
+//!   Import a copy instead, or, if you know that nothing else uses the data, say so with
+//!   the `unsafe` [`ManagedTensor::assume_exclusive`].
+//! - `as_array` reads either kind: the protocol promises that the memory holds the
+//!   described elements until the deleter runs. Like every DLPack consumer (and like
+//!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
+//!   holds the original array from writing it while a Rust view lives; do not do that,
+//!   or import a copy.
+//! - Taking a tensor back without a copy (`Array::from_dlpack`, `DLPackArray::into_owned`,
+//!   [`ManagedTensor::into_owner`]) works only for headers this crate made, recognised
+//!   by a property no copy of a header has (`manager_ctx` holds the header's own address,
+//!   and the deleter is this crate's): their owner is the only holder of the buffer.
+//! - Anything a producer gets wrong, and anything too big to copy, is a typed [`Error`]
+//!   (an allocation that fails is [`Error::AllocationFailed`]), never a panic or an
+//!   abort, and the rejected tensor's deleter runs exactly once.
+//!
+//! Tracking borrows per buffer, as rust-numpy does between Rust extensions, would not
+//! be enough here: it sees Rust handles only, while the handle that shares a Python
+//! import's memory is the Python array itself. Refusing mutable views of shared
+//! imports, with a copy as the safe way to write, is the rule that holds for every
+//! producer.
+//!
 //! # Features
 //!
 //! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds

@@ -81,26 +81,35 @@
 //! error, never a double free. A versioned capsule whose major version is not 1 is
 //! refused with a `BufferError` and left unrenamed, so its producer's destructor frees it.
 //!
+//! A capsule that a consumer tampered with is never freed on a guess: renamed to
+//! anything but its two DLPack names without being consumed, or with its pointer
+//! replaced (the destructor compares it with the capsule's context, set to the same
+//! pointer when the capsule is made), its tensor is leaked and the problem reported as
+//! an unraisable `RuntimeError`. The destructor never hands the dying capsule to
+//! Python (an unraisable hook that took a reference would run it again).
+//!
 //! Deleters may run on any thread. The deleter of a capsule made here only drops a
 //! reference count; when that frees a tensor imported from Python, the foreign deleter
 //! takes the GIL itself (NumPy and PyTorch do).
 //!
 //! # Soundness of imports
 //!
-//! Like every DLPack consumer, an import trusts the protocol: a capsule named
-//! `dltensor_versioned` or `dltensor` must hold a valid managed tensor whose producer
-//! keeps its promises (the header is checked, and views check layout, dtype and device,
-//! but a producer that lies about its memory cannot be detected).
+//! Imports follow the crate's one rule (see "Import safety" in the
+//! [crate documentation](crate#import-safety)): a tensor imported from Python is
+//! *shared*, since the producer keeps its own handle (the NumPy array, the torch
+//! tensor, a [`Tensor`] exported twice), so it gives read-only views only and
+//! `as_array_mut` is an [`Error::NotExclusive`]. An import of a copy
+//! ([`from_dlpack_with`] with `copy` of `Some(true)`, or a capsule its producer flagged
+//! `IS_COPIED`) is exclusive. Like every DLPack consumer, an import trusts the
+//! protocol: a capsule named `dltensor_versioned` or `dltensor` must hold a valid
+//! managed tensor whose memory stays valid until its deleter runs; the header is
+//! checked, and views check layout, dtype and device.
 //!
-//! DLPack shares memory; it cannot transfer exclusive access. After
-//! `from_dlpack(numpy_array)` the NumPy array (and anything else viewing its buffer) can
-//! still write the memory that the [`ManagedTensor`] describes, as with every DLPack
-//! consumer, in every language. The views that `as_array` / `as_array_mut` hand out
-//! assume nobody else writes while they live: do not write the original array from
-//! Python (or another thread) while Rust holds a view of an import, or copy first
-//! (`ndarray::Array::from_dlpack` of a foreign tensor copies, as does
-//! `from_dlpack_with(obj, Some(true))`). Likewise, a [`Tensor`] exported several times
-//! gives every consumer the same writable memory, as a NumPy array does.
+//! Capsules are consumed under the capsule's lock (a critical section, for
+//! free-threaded Python), so one capsule imported from several threads at once goes to
+//! exactly one of them. A foreign deleter may run Python code: dropping a tensor
+//! imported from Python keeps the interpreter's exception state as it was, and an
+//! exception that a deleter leaves set is reported as unraisable.
 
 use core::ffi::{CStr, c_void};
 use core::ptr::{self, NonNull};
@@ -1012,14 +1021,16 @@ fn unsupported_dtype(dtype: DataType) -> PyErr {
 /// `BufferError` for a versioned capsule of an unsupported major version; `ValueError`
 /// for a capsule that was already consumed; whatever the producer raised.
 ///
-/// The same as `obj.extract::<ManagedTensor>()`. See "Soundness of imports" in the
-/// [module documentation](self): the producer may still write the memory.
+/// The same as `obj.extract::<ManagedTensor>()`. The tensor is shared (no mutable
+/// views): the producer keeps its own handle to the memory. See "Soundness of imports"
+/// in the [module documentation](self).
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, None)
 }
 
 /// [`from_dlpack`], passing `copy` to the producer's `__dlpack__`: `Some(true)` asks
-/// for a copy (the result is then the caller's alone), `Some(false)` forbids one.
+/// for a copy (the result is then the caller's alone: an exclusive tensor, which gives
+/// mutable views), `Some(false)` forbids one.
 ///
 /// With `copy` given there is no retry without keywords: a producer that does not
 /// understand `copy` raises its `TypeError`. A raw capsule is taken as it is.

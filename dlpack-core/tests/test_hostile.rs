@@ -162,17 +162,17 @@ fn a_copied_header_is_not_taken_for_ours() {
     let ptr = a.as_ptr();
     let original = a.to_dlpack().unwrap().into_raw();
     let counter = Counter::new();
-    let mut bytes = [0u64; 19];
-    // SAFETY: our header is one allocation of more than 152 bytes (managed struct,
-    // bookkeeping, the owner array, shape and strides), all initialised.
-    unsafe {
-        core::ptr::copy_nonoverlapping(original.cast::<u64>(), bytes.as_mut_ptr(), 19);
-    }
     let copied = Box::into_raw(Box::new(Copied {
-        bytes,
+        bytes: [0; 19],
         original,
         counter: counter.clone(),
     }));
+    // SAFETY: our header is one allocation of more than 152 bytes (managed struct,
+    // bookkeeping, the owner array, shape and strides), all initialised; the copy
+    // (an untyped one, which keeps the pointers' provenance) goes into the fresh box.
+    unsafe {
+        core::ptr::copy_nonoverlapping(original.cast::<u64>(), copied.cast::<u64>(), 19);
+    }
     // SAFETY: `Copied` starts with the bytes of a `DLManagedTensorVersioned` (its
     // first 80 bytes), aligned to 8.
     unsafe { (*copied.cast::<DLManagedTensorVersioned>()).deleter = Some(delete_copied) };

@@ -584,6 +584,142 @@ fn view_f32_numpy(array: numpy::PyReadonlyArrayDyn<'_, f32>) -> usize {
     array.as_array().as_ptr() as usize
 }
 
+/// A foreign producer's tensor: a boxed versioned header over `n` counted `f32`s (all
+/// `1.0`), whose deleter frees the box and, if `raise`, leaves a Python exception set,
+/// as a misbehaving C producer might.
+#[repr(C)]
+struct Foreign {
+    managed: DLManagedTensorVersioned,
+    data: Counted<Vec<f32>>,
+    shape: [i64; 1],
+    strides: [i64; 1],
+    raise: bool,
+}
+
+/// The deleter of [`Foreign`] tensors.
+///
+/// # Safety
+///
+/// - `managed` is the header of a live boxed [`Foreign`], deleted once.
+unsafe extern "C" fn delete_foreign(managed: *mut DLManagedTensorVersioned) {
+    // SAFETY: the header is the first field of a `Foreign` made by `Box::into_raw`.
+    let foreign = unsafe { Box::from_raw(managed.cast::<Foreign>()) };
+    let raise = foreign.raise;
+    drop(foreign);
+    if raise {
+        Python::attach(|py| {
+            pyo3::exceptions::PyRuntimeError::new_err("a deleter that leaves an exception set")
+                .restore(py);
+        });
+    }
+}
+
+/// The destructor of [`foreign_tensor`] capsules: the specification's, releasing the
+/// tensor unless the capsule was consumed.
+///
+/// # Safety
+///
+/// - `capsule` is a live capsule made by [`foreign_tensor`]; the GIL is held.
+unsafe extern "C" fn destroy_foreign(capsule: *mut pyo3::ffi::PyObject) {
+    let name = c"dltensor_versioned";
+    // SAFETY: a live capsule and a C string; the GIL is held.
+    if unsafe { pyo3::ffi::PyCapsule_IsValid(capsule, name.as_ptr()) } != 1 {
+        return;
+    }
+    // SAFETY: as above; the capsule is valid under this name.
+    let pointer = unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
+    // SAFETY: an unconsumed capsule owns its `Foreign` tensor.
+    unsafe { delete_foreign(pointer.cast()) };
+}
+
+/// A raw `dltensor_versioned` capsule from a foreign producer: `n` counted `float32`
+/// ones whose deleter leaves a `RuntimeError` set if `raise_in_deleter`.
+#[pyfunction]
+#[pyo3(signature = (n, raise_in_deleter = false))]
+fn foreign_tensor(py: Python<'_>, n: usize, raise_in_deleter: bool) -> PyResult<Bound<'_, PyAny>> {
+    let mut foreign = Box::new(Foreign {
+        managed: DLManagedTensorVersioned {
+            version: dlpack_core::ffi::DLPackVersion::CURRENT,
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(delete_foreign),
+            flags: 0,
+            dl_tensor: dlpack_core::ffi::DLTensor {
+                data: core::ptr::null_mut(),
+                device: Device::CPU.to_raw(),
+                ndim: 1,
+                dtype: DataType::F32.to_raw(),
+                shape: core::ptr::null_mut(),
+                strides: core::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        data: Counted::new(vec![1.0; n]),
+        shape: [n as i64],
+        strides: [1],
+        raise: raise_in_deleter,
+    });
+    foreign.managed.dl_tensor.data = foreign.data.0.as_mut_ptr().cast();
+    foreign.managed.dl_tensor.shape = foreign.shape.as_mut_ptr();
+    foreign.managed.dl_tensor.strides = foreign.strides.as_mut_ptr();
+    let pointer = Box::into_raw(foreign).cast::<core::ffi::c_void>();
+    // SAFETY:
+    // - `pointer` is a boxed `Foreign` starting with its versioned header, owned by the
+    //   capsule until a consumer renames it;
+    // - the name is a static C string; the destructor matches the capsule's contents;
+    // - the thread is attached.
+    let capsule = unsafe {
+        pyo3::ffi::PyCapsule_New(
+            pointer,
+            c"dltensor_versioned".as_ptr(),
+            Some(destroy_foreign),
+        )
+    };
+    // SAFETY: a new reference or NULL with an exception set; the thread is attached.
+    unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
+}
+
+/// Imports `obj` and views it as `bool` (any rank): the number of elements.
+#[pyfunction]
+fn bool_len(tensor: ManagedTensor) -> PyResult<usize> {
+    Ok(tensor.as_array::<bool, IxDyn>()?.len())
+}
+
+/// Imports `obj` (passing `copy` to its producer) and writes `value` into its first
+/// `float32` element through a mutable view; with `assume_exclusive` the caller vouches
+/// that nothing else uses the data. Returns the tensor.
+#[pyfunction]
+#[pyo3(signature = (obj, value, assume_exclusive = false, copy = None))]
+fn write_first(
+    obj: &Bound<'_, PyAny>,
+    value: f32,
+    assume_exclusive: bool,
+    copy: Option<bool>,
+) -> PyResult<ManagedTensor> {
+    let mut tensor = from_dlpack_with(obj, copy)?;
+    if assume_exclusive {
+        // SAFETY: the Python test that asks for this holds no other reference to the
+        // data while the view lives (it only reads it afterwards).
+        unsafe { tensor.assume_exclusive() };
+    }
+    if let Some(first) = tensor.as_array_mut::<f32, IxDyn>()?.iter_mut().next() {
+        *first = value;
+    }
+    Ok(tensor)
+}
+
+/// Imports `obj` twice and asks each import for a mutable view while the other import
+/// lives: for each, `"ok"` or the error message.
+#[pyfunction]
+fn two_mutable_views(obj: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
+    let mut first: ManagedTensor = obj.extract()?;
+    let mut second: ManagedTensor = obj.extract()?;
+    let outcome = |tensor: &mut ManagedTensor| match tensor.as_array_mut::<f32, IxDyn>() {
+        Ok(_) => "ok".to_owned(),
+        Err(err) => err.to_string(),
+    };
+    Ok((outcome(&mut first), outcome(&mut second)))
+}
+
 /// The Python module.
 #[pymodule]
 fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -606,6 +742,10 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_model, m)?)?;
     m.add_function(wrap_pyfunction!(load_batch, m)?)?;
     m.add_function(wrap_pyfunction!(roundtrip_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(foreign_tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(bool_len, m)?)?;
+    m.add_function(wrap_pyfunction!(write_first, m)?)?;
+    m.add_function(wrap_pyfunction!(two_mutable_views, m)?)?;
     m.add_class::<Tensor>()?;
     Ok(())
 }
@@ -749,6 +889,35 @@ mod tests {
             assert_eq!(name(&capsule), "dltensor_versioned");
             assert_eq!(live.load(Ordering::SeqCst), 1);
             drop(capsule);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn one_object_imported_twice_gives_no_mutable_view() {
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let mut first = from_dlpack(&object).unwrap();
+            let mut second = from_dlpack(&object).unwrap();
+            assert_eq!(first.data_ptr(), second.data_ptr());
+            assert!(!first.is_exclusive() && !second.is_exclusive());
+            for tensor in [&mut first, &mut second] {
+                assert_eq!(
+                    tensor.as_array_mut::<f32, ndarray::Ix2>().unwrap_err(),
+                    dlpack_core::Error::NotExclusive
+                );
+                let err = dlpack_core::DLPackArray::<f32, ndarray::Ix2>::new(
+                    from_dlpack(&object).unwrap(),
+                )
+                .unwrap()
+                .view_mut()
+                .unwrap_err();
+                assert_eq!(err, dlpack_core::Error::NotExclusive);
+                // Reading is what the protocol allows.
+                assert_eq!(tensor.as_array::<f32, ndarray::Ix2>().unwrap().sum(), 21.0);
+            }
+            drop((first, second, object));
             assert_eq!(live.load(Ordering::SeqCst), 0);
         });
     }

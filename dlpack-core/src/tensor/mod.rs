@@ -198,6 +198,7 @@ impl ManagedTensor {
 
     /// Marks the tensor shared: another live handle may reach its data, so mutable
     /// views are refused.
+    #[cfg(feature = "pyo3")]
     pub(crate) fn into_shared(mut self) -> Self {
         self.exclusive = false;
         self
