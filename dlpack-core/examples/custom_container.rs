@@ -44,8 +44,10 @@ impl FromDLPack for Image {
     fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
         let (height, width, channels) = tensor.as_array::<u8, Ix3>()?.dim();
         if channels != 3 {
-            return Err(Error::InvalidLayout {
-                reason: format!("an RGB image needs 3 channels, found {channels}"),
+            // An RGB image has 3 channels.
+            return Err(Error::ShapeMismatch {
+                expected: vec![height, width, 3],
+                found: vec![height, width, channels],
             });
         }
         // Our own export: the very `Vec` we exported, if it is still laid out as we left

@@ -1,12 +1,18 @@
-//! Items that derived code calls. Not public API: no stability guarantees.
+//! Items that derived code and exported macros call. Not public API: no stability
+//! guarantees.
 
 pub use core::default::Default;
 pub use core::result::Result::{Err, Ok};
 pub use std::string::String;
 
-pub use crate::batch::TensorBatch;
 pub use crate::error::Result;
+pub use crate::tensor_batch::TensorBatch;
 pub use crate::traits::{FromDLPack, ToDLPack, join_name};
+
+#[cfg(feature = "half")]
+pub use half;
+#[cfg(feature = "complex")]
+pub use num_complex::Complex;
 
 /// Exports a derived value into a fresh batch.
 pub fn batch_of<T: ToDLPack>(value: T) -> Result<TensorBatch> {

@@ -153,48 +153,116 @@ mod sealed {
 pub unsafe trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The DLPack type of this scalar.
     const DTYPE: DataType;
-    /// Whether an import must check every byte (only `bool`).
+    /// Whether an import must check every byte: only for `bool`, whose valid bytes are
+    /// 0 and 1.
     #[doc(hidden)]
-    const CHECK_BYTES: bool = false;
+    const CHECK_BYTES: bool = Self::DTYPE.code().0 == DLDataTypeCode::kDLBool.0;
 }
 
+/// Calls a macro once for every [`Element`] type this build of the crate has, with the
+/// type, the name of its [`DataType`] constant and its NumPy name: the one list of
+/// element types that everything else (the `Element` impls, dtype dispatch in the
+/// Python module, your own) is generated from.
+///
+/// `for_each_element!(callback)` expands to `callback!(bool, BOOL, "bool");
+/// callback!(i8, I8, "int8"); ...`, and `for_each_element!(callback(args...))` passes
+/// `args...;` first, in statement or item position. `half` and `complex` types appear
+/// when the crate is built with those features (the paths then go through this crate's
+/// re-exports).
+///
+/// ```
+/// use dlpack_core::{DataType, Element, for_each_element};
+///
+/// /// The size in bytes of the element type named `name`, if this build maps it.
+/// fn size_of_dtype(name: &str) -> Option<usize> {
+///     macro_rules! arm {
+///         ($ty:ty, $constant:ident, $name:literal) => {
+///             if name == $name {
+///                 assert_eq!(<$ty as Element>::DTYPE, DataType::$constant);
+///                 return Some(size_of::<$ty>());
+///             }
+///         };
+///     }
+///     for_each_element!(arm);
+///     None
+/// }
+/// assert_eq!(size_of_dtype("int16"), Some(2));
+/// assert_eq!(size_of_dtype("string"), None);
+/// ```
+#[macro_export]
+macro_rules! for_each_element {
+    ($callback:ident $(($($args:tt)*))?) => {
+        $callback!($($($args)*;)? bool, BOOL, "bool");
+        $callback!($($($args)*;)? i8, I8, "int8");
+        $callback!($($($args)*;)? i16, I16, "int16");
+        $callback!($($($args)*;)? i32, I32, "int32");
+        $callback!($($($args)*;)? i64, I64, "int64");
+        $callback!($($($args)*;)? u8, U8, "uint8");
+        $callback!($($($args)*;)? u16, U16, "uint16");
+        $callback!($($($args)*;)? u32, U32, "uint32");
+        $callback!($($($args)*;)? u64, U64, "uint64");
+        $callback!($($($args)*;)? f32, F32, "float32");
+        $callback!($($($args)*;)? f64, F64, "float64");
+        $crate::__if_half! {
+            $callback!($($($args)*;)? $crate::__private::half::f16, F16, "float16");
+            $callback!($($($args)*;)? $crate::__private::half::bf16, BF16, "bfloat16");
+        }
+        $crate::__if_complex! {
+            $callback!($($($args)*;)? $crate::__private::Complex<f32>, C64, "complex64");
+            $callback!($($($args)*;)? $crate::__private::Complex<f64>, C128, "complex128");
+        }
+    };
+}
+
+/// Keeps its input when the crate has the `half` feature.
+#[cfg(feature = "half")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_half {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+
+/// Keeps its input when the crate has the `half` feature.
+#[cfg(not(feature = "half"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_half {
+    ($($tokens:tt)*) => {};
+}
+
+/// Keeps its input when the crate has the `complex` feature.
+#[cfg(feature = "complex")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_complex {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+
+/// Keeps its input when the crate has the `complex` feature.
+#[cfg(not(feature = "complex"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_complex {
+    ($($tokens:tt)*) => {};
+}
+
+/// Implements [`Element`] for one type of the list.
 macro_rules! element {
-    ($($ty:ty => $dtype:ident),* $(,)?) => {$(
+    ($ty:ty, $constant:ident, $name:literal) => {
         impl sealed::Sealed for $ty {}
         // SAFETY:
-        // - the size of the primitive matches the bits of the DataType constant;
-        // - the primitive is stored in native byte order as the standard requires;
-        // - every bit pattern is a valid value of the primitive.
+        // - the size of the type matches the bits of its `DataType` constant (asserted
+        //   below for every type);
+        // - integers, floats, `bool`, `half`'s types and `Complex` (a `repr(C)` pair, real
+        //   part first) are stored as the standard says, in native byte order;
+        // - every bit pattern is a valid value, except for `bool`, whose `CHECK_BYTES`
+        //   (true for the `kDLBool` code) makes every import check each byte is 0 or 1
+        //   before a view exists.
         unsafe impl Element for $ty {
-            const DTYPE: DataType = DataType::$dtype;
+            const DTYPE: DataType = DataType::$constant;
         }
-    )*};
+        const _: () = assert!(size_of::<$ty>() == DataType::$constant.size_in_bytes());
+    };
 }
 
-element! {
-    i8 => I8, i16 => I16, i32 => I32, i64 => I64,
-    u8 => U8, u16 => U16, u32 => U32, u64 => U64,
-    f32 => F32, f64 => F64,
-}
-
-impl sealed::Sealed for bool {}
-// SAFETY:
-// - `bool` is one byte, as `kDLBool` with 8 bits;
-// - `CHECK_BYTES` is true, so imports verify each byte is 0 or 1 before a view exists.
-unsafe impl Element for bool {
-    const DTYPE: DataType = DataType::BOOL;
-    const CHECK_BYTES: bool = true;
-}
-
-#[cfg(feature = "half")]
-element! { half::f16 => F16, half::bf16 => BF16 }
-
-#[cfg(feature = "complex")]
-element! { num_complex::Complex<f32> => C64, num_complex::Complex<f64> => C128 }
-
-#[cfg(feature = "complex")]
-const _: () = {
-    // `Complex<T>` is `#[repr(C)] { re: T, im: T }`: the standard's layout.
-    assert!(core::mem::size_of::<num_complex::Complex<f32>>() == 8);
-    assert!(core::mem::size_of::<num_complex::Complex<f64>>() == 16);
-};
+for_each_element!(element);

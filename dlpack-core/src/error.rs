@@ -1,7 +1,10 @@
 //! The error type of every fallible operation in this crate.
 
+use core::fmt;
+
 use crate::device::Device;
 use crate::dtype::DataType;
+use crate::tensor::ManagedTensor;
 
 /// `Result` with [`Error`] as its default error type.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
@@ -9,17 +12,19 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 /// Everything that can go wrong when handing tensors across the DLPack boundary.
 ///
 /// Bad input from a foreign producer is always one of these, never a panic; a rejected
-/// tensor's deleter has already run when you see the error.
+/// tensor's deleter has already run when you see the error. With the `pyo3` feature each
+/// variant becomes the Python exception NumPy raises in the same situation, named in
+/// its documentation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A pointer that must not be NULL was NULL.
+    /// A pointer that must not be NULL was NULL. Python: `BufferError`.
     #[error("null pointer: {what} must not be null")]
     NullPointer {
         /// The pointer, e.g. `"managed tensor"` or `"shape"`.
         what: &'static str,
     },
-    /// A pointer was not aligned for the type read through it.
+    /// A pointer was not aligned for the type read through it. Python: `BufferError`.
     #[error("misaligned pointer: {what} at address {address:#x} is not aligned to {align} bytes")]
     Misaligned {
         /// The pointer, e.g. `"shape"` or `"data"`.
@@ -29,7 +34,8 @@ pub enum Error {
         /// The required alignment in bytes.
         align: usize,
     },
-    /// The versioned tensor has a major version this crate cannot read.
+    /// The versioned tensor has a major version this crate cannot read. Python:
+    /// `BufferError`.
     #[error("unsupported DLPack version {major}.{minor}: major version must be 1")]
     UnsupportedVersion {
         /// Major version found.
@@ -37,13 +43,13 @@ pub enum Error {
         /// Minor version found.
         minor: u32,
     },
-    /// `ndim` is negative.
+    /// `ndim` is negative. Python: `BufferError`.
     #[error("invalid ndim {ndim}: must not be negative")]
     NegativeNdim {
         /// The value found.
         ndim: i32,
     },
-    /// An extent is negative.
+    /// An extent is negative. Python: `ValueError`.
     #[error("invalid shape: extent {extent} of axis {axis} is negative")]
     NegativeExtent {
         /// The axis.
@@ -52,18 +58,21 @@ pub enum Error {
         extent: i64,
     },
     /// A size computed from the shape, strides or offset does not fit the address space.
+    /// Python: `ValueError`.
     #[error("overflow: {what} does not fit in isize")]
     Overflow {
         /// What overflowed, e.g. `"element count"` or `"byte span"`.
         what: &'static str,
     },
-    /// The tensor has elements but its data pointer is NULL.
+    /// The tensor has elements but its data pointer is NULL. Python: `BufferError`.
     #[error("null data pointer for a tensor of {elements} elements")]
     NullData {
         /// The number of elements.
         elements: usize,
     },
-    /// The element type differs from the one requested.
+    /// The element type differs from the one requested. Python: `TypeError`, or
+    /// `BufferError` when the tensor's type is not one that NumPy, PyTorch or JAX
+    /// exchange.
     #[error("dtype mismatch: expected {expected}, found {found}")]
     DtypeMismatch {
         /// The requested type.
@@ -72,12 +81,13 @@ pub enum Error {
         found: DataType,
     },
     /// The element type is a vector type (lanes != 1), which ndarray cannot represent.
+    /// Python: `BufferError`.
     #[error("unsupported dtype {dtype}: lanes must be 1")]
     UnsupportedLanes {
         /// The tensor's type.
         dtype: DataType,
     },
-    /// The rank differs from the one requested.
+    /// The rank differs from the one requested. Python: `TypeError`.
     #[error("ndim mismatch: expected {expected}, found {found}")]
     NdimMismatch {
         /// The requested rank.
@@ -85,17 +95,29 @@ pub enum Error {
         /// The tensor's rank.
         found: usize,
     },
-    /// The memory is not readable by the CPU.
+    /// The extents differ from the ones expected (a check of your own, or a load into
+    /// an existing array). Python: `ValueError`.
+    #[error("shape mismatch: expected {expected:?}, found {found:?}")]
+    ShapeMismatch {
+        /// The expected extents.
+        expected: Vec<usize>,
+        /// The tensor's extents.
+        found: Vec<usize>,
+    },
+    /// The memory is not readable by the CPU. Python: `BufferError`.
     #[error("unsupported device {device}: the CPU cannot access it")]
     UnsupportedDevice {
         /// The tensor's device.
         device: Device,
     },
-    /// A mutable view was requested of a tensor flagged `READ_ONLY`.
+    /// A mutable view was requested of a tensor flagged `READ_ONLY`. Python:
+    /// `ValueError`.
     #[error("read-only tensor: a mutable view is not allowed")]
     ReadOnly,
     /// A mutable view was requested of a tensor that other live handles may reach (an
-    /// import through a safe path that cannot prove it has the data to itself).
+    /// import through a safe path that cannot prove it has the data to itself; see
+    /// "Import safety" in the [crate documentation](crate#import-safety)). Python:
+    /// `BufferError`.
     #[error(
         "shared tensor: a mutable view needs exclusive access, and other handles (such as \
          the Python array it came from) may reach this memory; import a copy, or see \
@@ -103,50 +125,87 @@ pub enum Error {
     )]
     NotExclusive,
     /// A mutable view was requested of a tensor whose strides make elements alias.
+    /// Python: `ValueError`.
     #[error("overlapping strides: a mutable view needs every element at its own address")]
     OverlappingStrides,
-    /// A `bool` tensor holds a byte other than 0 or 1.
+    /// A `bool` tensor holds a byte other than 0 or 1. Python: `ValueError`.
     #[error("invalid bool: element {index} holds byte {byte}, expected 0 or 1")]
     InvalidBool {
-        /// The flat index (in logical row-major order) of the first bad element.
+        /// The flat index, in logical row-major order, of an element holding the byte.
         index: usize,
         /// The byte found.
         byte: u8,
     },
-    /// Memory could not be allocated: for a copy of the data, or for a header.
+    /// Memory could not be allocated: for a copy of the data, or for a header. Python:
+    /// `MemoryError`.
     #[error("allocation failed: cannot allocate {}", bytes_text(*bytes))]
     AllocationFailed {
         /// The size asked for, in bytes; `usize::MAX` when it does not even fit `usize`.
         bytes: usize,
     },
-    /// The shape and strides given to a producer helper are inconsistent with its buffer.
-    #[error("invalid layout: {reason}")]
-    InvalidLayout {
-        /// What is wrong.
-        reason: String,
+    /// A layout has a number of strides other than its number of dimensions. Python:
+    /// `ValueError`.
+    #[error("invalid layout: {strides} strides for {ndim} dimensions")]
+    StridesLength {
+        /// The number of dimensions.
+        ndim: usize,
+        /// The number of strides.
+        strides: usize,
     },
-    /// A legacy (`DLManagedTensor`) tensor cannot carry the `READ_ONLY` flag.
+    /// A layout has more dimensions than DLPack's `int32_t ndim` holds. Python:
+    /// `ValueError`.
+    #[error("invalid layout: {ndim} dimensions do not fit DLPack's int32 ndim")]
+    TooManyDimensions {
+        /// The number of dimensions.
+        ndim: usize,
+    },
+    /// A layout given to [`ManagedTensor::from_buffer`] reaches outside its buffer.
+    /// Python: `ValueError`.
+    #[error(
+        "invalid layout: elements reachable from offset {offset} lie outside a buffer of {len}"
+    )]
+    OutOfBuffer {
+        /// The offset of element `[0, ...]` in the buffer.
+        offset: usize,
+        /// The length of the buffer, in elements.
+        len: usize,
+    },
+    /// The buffer given to [`ManagedTensor::from_buffer`] changed length between two
+    /// calls of `AsMut::as_mut`. Python: `ValueError`.
+    #[error(
+        "invalid buffer: its length changed from {before} to {after} between two calls to `as_mut`"
+    )]
+    BufferResized {
+        /// The length first seen.
+        before: usize,
+        /// The length seen at the owner's final address.
+        after: usize,
+    },
+    /// A `READ_ONLY` tensor cannot be handed to the legacy ABI, which has no read-only
+    /// flag (see [`ReadOnlyLegacyError`], which gives the tensor back). Python:
+    /// `BufferError`.
     #[error("read-only tensor cannot be exported as legacy DLPack, which has no read-only flag")]
     ReadOnlyLegacy,
-    /// Two tensors of a batch have the same name.
+    /// Two tensors of a batch have the same name. Python: `ValueError`.
     #[error("duplicate tensor name `{name}`")]
     DuplicateName {
         /// The name.
         name: String,
     },
-    /// A tensor expected in a batch is not there.
+    /// A tensor expected in a batch is not there. Python: `KeyError`.
     #[error("missing tensor `{name}`")]
     MissingTensor {
         /// The name.
         name: String,
     },
-    /// A batch holds tensors that the target struct does not expect.
+    /// A batch holds tensors that the target struct does not expect. Python:
+    /// `ValueError`.
     #[error("unexpected tensors: {}", quoted(names))]
     UnexpectedTensors {
         /// The names, in batch order.
         names: Vec<String>,
     },
-    /// A name cannot be used as a tensor name or name segment.
+    /// A name cannot be used as a tensor name or name segment. Python: `ValueError`.
     #[error("invalid tensor name `{name}`: {reason}")]
     InvalidName {
         /// The name.
@@ -154,19 +213,15 @@ pub enum Error {
         /// Why it is refused.
         reason: &'static str,
     },
-    /// An error about one named tensor of a batch.
-    #[error("tensor `{name}`: {source}")]
+    /// An error about one named tensor of a batch; the message includes the error's
+    /// own (so it is not also returned as `source()`, which would show it twice).
+    /// Python: the exception of the error itself.
+    #[error("tensor `{name}`: {error}")]
     Tensor {
         /// The tensor's name.
         name: String,
         /// What went wrong.
-        source: Box<Error>,
-    },
-    /// A Python object could not be exchanged.
-    #[error("python: {message}")]
-    Python {
-        /// What went wrong.
-        message: String,
+        error: Box<Error>,
     },
 }
 
@@ -194,15 +249,65 @@ impl Error {
         }
         Self::Tensor {
             name: name.to_owned(),
-            source: Box::new(self),
+            error: Box::new(self),
         }
     }
 
     /// The innermost error, looking through [`Error::Tensor`].
     pub fn root(&self) -> &Self {
         match self {
-            Self::Tensor { source, .. } => source.root(),
+            Self::Tensor { error, .. } => error.root(),
             other => other,
         }
+    }
+}
+
+/// A `READ_ONLY` tensor was offered to the legacy ABI, which cannot carry the flag
+/// ([`ManagedTensor::into_raw_legacy`], and the dlpark bridge's legacy hand-off).
+///
+/// The tensor is inside, untouched: take it back with
+/// [`into_tensor`](Self::into_tensor) (to keep it versioned, or to copy it), or drop the
+/// error, which drops the tensor and so runs its deleter once. Converting it into
+/// [`Error`] gives [`Error::ReadOnlyLegacy`] and drops the tensor the same way.
+pub struct ReadOnlyLegacyError {
+    tensor: ManagedTensor,
+}
+
+impl ReadOnlyLegacyError {
+    pub(crate) fn new(tensor: ManagedTensor) -> Self {
+        Self { tensor }
+    }
+
+    /// The refused tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// Gives the refused tensor back.
+    pub fn into_tensor(self) -> ManagedTensor {
+        self.tensor
+    }
+}
+
+impl fmt::Debug for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadOnlyLegacyError")
+            .field("tensor", &self.tensor)
+            .finish()
+    }
+}
+
+impl fmt::Display for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Error::ReadOnlyLegacy, f)
+    }
+}
+
+impl std::error::Error for ReadOnlyLegacyError {}
+
+impl From<ReadOnlyLegacyError> for Error {
+    /// [`Error::ReadOnlyLegacy`]; the tensor is dropped, so its deleter runs once.
+    fn from(_: ReadOnlyLegacyError) -> Self {
+        Error::ReadOnlyLegacy
     }
 }

@@ -89,9 +89,7 @@ pub(crate) fn plan(
             span: 0,
         });
     }
-    let mut low: usize = 0;
-    let mut high: usize = 0;
-    match strides {
+    let (low, high) = match strides {
         None => {
             // C-contiguous; the element count fits, so every stride does too.
             let mut stride = 1;
@@ -99,34 +97,17 @@ pub(crate) fn plan(
                 strides_out[axis] = if dim_out[axis] > 1 { stride } else { 0 };
                 stride *= dim_out[axis];
             }
-            high = count - 1;
+            (0, count - 1)
         }
         Some(strides) => {
+            let mut reach = Reach::default();
             for axis in 0..ndim {
-                let extent = dim_out[axis];
-                if extent <= 1 {
-                    // Any stride is legal on an axis that is never stepped along.
-                    strides_out[axis] = 0;
-                    continue;
-                }
-                let stride = strides[axis];
-                let abs = usize::try_from(stride.unsigned_abs()).map_err(|_| too_big("stride"))?;
-                let reach = abs
-                    .checked_mul(extent - 1)
-                    .ok_or_else(|| too_big("element span"))?;
-                if stride < 0 {
-                    low = low
-                        .checked_add(reach)
-                        .ok_or_else(|| too_big("element span"))?;
-                } else {
-                    high = high
-                        .checked_add(reach)
-                        .ok_or_else(|| too_big("element span"))?;
-                }
-                strides_out[axis] = abs;
+                // Any stride is legal on an axis that is never stepped along.
+                strides_out[axis] = reach.add(dim_out[axis], strides[axis])?;
             }
+            (reach.low, reach.high)
         }
-    }
+    };
     let span = low
         .checked_add(high)
         .and_then(|s| s.checked_add(1))
@@ -211,18 +192,51 @@ pub(crate) fn check_no_overlap(dim: &[usize], strides: &[usize]) -> Result<()> {
     Ok(())
 }
 
-/// Converts an ndarray-style layout to DLPack's `i64`s, checking that each value fits and
-/// that the rank fits `i32`.
+/// How far a layout reaches from its first element, in elements: below it (through
+/// negative strides) and above it (through positive ones). The one span computation of
+/// the crate, axis by axis.
+#[derive(Default)]
+struct Reach {
+    low: usize,
+    high: usize,
+}
+
+impl Reach {
+    /// Adds an axis; returns its stride's magnitude, or 0 for an axis that is never
+    /// stepped along (extent 0 or 1, whatever its stride). An error when a distance does
+    /// not fit `usize`.
+    fn add(&mut self, extent: usize, stride: i64) -> Result<usize> {
+        if extent <= 1 {
+            return Ok(0);
+        }
+        let too_big = |what| Error::Overflow { what };
+        let abs = usize::try_from(stride.unsigned_abs()).map_err(|_| too_big("stride"))?;
+        let reach = abs
+            .checked_mul(extent - 1)
+            .ok_or_else(|| too_big("element span"))?;
+        let side = if stride < 0 {
+            &mut self.low
+        } else {
+            &mut self.high
+        };
+        *side = side
+            .checked_add(reach)
+            .ok_or_else(|| too_big("element span"))?;
+        Ok(abs)
+    }
+}
+
+/// Checks that an ndarray-style layout can be written as DLPack's `i64`s: one stride per
+/// axis, a rank that fits `i32`, extents that fit `i64` (strides, `isize`s, always do).
 pub(crate) fn check_native_layout(shape: &[usize], strides_len: usize) -> Result<()> {
     if shape.len() != strides_len {
-        return Err(Error::InvalidLayout {
-            reason: format!("{strides_len} strides for {} dimensions", shape.len()),
+        return Err(Error::StridesLength {
+            ndim: shape.len(),
+            strides: strides_len,
         });
     }
     if i32::try_from(shape.len()).is_err() {
-        return Err(Error::InvalidLayout {
-            reason: format!("ndim {} does not fit i32", shape.len()),
-        });
+        return Err(Error::TooManyDimensions { ndim: shape.len() });
     }
     if shape.iter().any(|&d| i64::try_from(d).is_err()) {
         return Err(Error::Overflow { what: "extent" });
@@ -240,15 +254,12 @@ pub(crate) fn check_in_buffer(
     len: usize,
 ) -> Result<()> {
     check_native_layout(shape, strides.len())?;
-    let outside = || Error::InvalidLayout {
-        reason: format!("elements reachable from offset {offset} lie outside a buffer of {len}"),
-    };
-    let too_big = |what| Error::Overflow { what };
+    let outside = || Error::OutOfBuffer { offset, len };
     let mut count: usize = 1;
     for &d in shape {
-        count = count
-            .checked_mul(d)
-            .ok_or_else(|| too_big("element count"))?;
+        count = count.checked_mul(d).ok_or(Error::Overflow {
+            what: "element count",
+        })?;
     }
     if count == 0 {
         return if offset <= len {
@@ -257,29 +268,14 @@ pub(crate) fn check_in_buffer(
             Err(outside())
         };
     }
-    let (mut low, mut high) = (0usize, 0usize);
-    for (&d, &s) in shape.iter().zip(strides) {
-        if d <= 1 {
-            continue;
-        }
-        let reach = s
-            .unsigned_abs()
-            .checked_mul(d - 1)
-            .ok_or_else(|| too_big("element span"))?;
-        if s < 0 {
-            low = low
-                .checked_add(reach)
-                .ok_or_else(|| too_big("element span"))?;
-        } else {
-            high = high
-                .checked_add(reach)
-                .ok_or_else(|| too_big("element span"))?;
-        }
+    let mut reach = Reach::default();
+    for (&extent, &stride) in shape.iter().zip(strides) {
+        reach.add(extent, stride as i64)?;
     }
-    if low > offset {
+    if reach.low > offset {
         return Err(outside());
     }
-    let last = offset.checked_add(high).ok_or_else(outside)?;
+    let last = offset.checked_add(reach.high).ok_or_else(outside)?;
     if last >= len {
         return Err(outside());
     }

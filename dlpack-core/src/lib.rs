@@ -42,18 +42,21 @@
 //! # Ok::<(), dlpack_core::Error>(())
 //! ```
 //!
-//! # Layers
+//! # Where things are
 //!
-//! - [`ffi`]: the `#[repr(C)]` DLPack 1.3 ABI, versioned and legacy.
-//! - [`DataType`], [`Device`], [`Element`]: safe descriptions of what the data is and
-//!   where it lives.
-//! - [`ManagedTensor`]: the one owning handle; its deleter runs exactly once.
-//! - ndarray (feature `ndarray`): [`ToDLPack`]/[`FromDLPack`] for arrays,
-//!   `ManagedTensor::as_array`/`as_array_mut`, and the owned import `DLPackArray`.
-//! - [`TensorBatch`]: named tensors, and the derives (feature `derive`).
-//! - `python` (feature `pyo3`): `__dlpack__` objects for NumPy, PyTorch and JAX, and
-//!   import of any `__dlpack__` producer.
-//! - `dlpark` (feature `dlpark`): zero-copy hand-off to the `dlpark` crate.
+//! | module | what it holds |
+//! |---|---|
+//! | [`ffi`] | the `#[repr(C)]` DLPack 1.3 ABI, versioned and legacy: data only |
+//! | `dtype`, `device` | [`DataType`], [`Element`] (and [`for_each_element!`]), [`Device`] |
+//! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait), `header` (the single-allocation header of our exports), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]) |
+//! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts |
+//! | `interop::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
+//! | `interop::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
+//! | [`batch`], `traits` | [`TensorBatch`] of named tensors, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |
+//! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`): errors, the class, the fast `__dlpack__`, export, capsules, import |
+//! | `error` | [`Error`], [`Result`], [`ReadOnlyLegacyError`] |
+//!
+//! `unsafe` code lives in `tensor`, `interop` and `python`, each behind a safe API.
 //!
 //! # Import safety
 //!
@@ -100,35 +103,105 @@
 //! With `--no-default-features` the crate is the bare ABI and ownership layer.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod batch;
-pub mod device;
-#[cfg(feature = "dlpark")]
-pub mod dlpark;
-pub mod dtype;
-pub mod error;
+mod device;
+mod dtype;
+mod error;
 pub mod ffi;
+mod interop;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
-#[cfg(feature = "ndarray")]
-mod ndarray;
 #[cfg(feature = "pyo3")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod python;
 mod tensor;
+mod tensor_batch;
 mod traits;
 
-pub use batch::{IntoIter, Iter, TensorBatch};
 pub use device::Device;
 pub use dtype::{DataType, Element};
-pub use error::{Error, Result};
+pub use error::{Error, ReadOnlyLegacyError, Result};
 pub use tensor::ManagedTensor;
-pub use traits::{FromDLPack, ToDLPack, join_name};
+pub use tensor_batch::TensorBatch;
+pub use traits::{FromDLPack, ToDLPack};
 
 #[cfg(feature = "ndarray")]
-pub use crate::ndarray::DLPackArray;
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use interop::ndarray::DLPackArray;
 
-/// The `ndarray` version this crate is built against, re-exported so that versions match.
+/// The `ndarray` this crate is built against, re-exported so that versions match.
 #[cfg(feature = "ndarray")]
-pub use ::ndarray as nd;
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use ndarray;
+
+pub mod batch {
+    //! The iterators of a [`TensorBatch`](crate::TensorBatch).
+    pub use crate::tensor_batch::{IntoIter, Iter};
+}
+
+/// Zero-copy hand-off between [`ManagedTensor`] and the owning handles of the
+/// [`dlpark`](https://docs.rs/dlpark/0.10) crate (version 0.10), so that a tensor made
+/// here reaches dlpark's candle, image, safetensors and cudarc integrations, and a
+/// tensor made there reaches ndarray through `ManagedTensor::as_array`.
+///
+/// Both crates mirror the same C structs, so a conversion moves one pointer and its
+/// ownership: `into_raw` on one side, `from_raw` on the other. No data, shape or
+/// strides are copied, and the producer's deleter still runs exactly once, when the
+/// last owner drops the handle.
+///
+/// | From | To | How | Safe? |
+/// |---|---|---|---|
+/// | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`](::dlpark::versioned::Dlpack) | [`ManagedTensor::into_dlpark`], `From` | yes |
+/// | [`ManagedTensor`] | [`dlpark::legacy::Dlpack`](::dlpark::legacy::Dlpack) | [`ManagedTensor::into_dlpark_legacy`], `TryFrom` | yes; refuses `READ_ONLY` |
+/// | [`dlpark::versioned::Dlpack`](::dlpark::versioned::Dlpack) | [`ManagedTensor`] | [`ManagedTensor::from_dlpark`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
+/// | [`dlpark::legacy::Dlpack`](::dlpark::legacy::Dlpack) | [`ManagedTensor`] | [`ManagedTensor::from_dlpark_legacy`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
+///
+/// A tensor keeps its pointer when the target has the same ABI. Otherwise it is wrapped
+/// in a small header of the other ABI whose deleter calls the original one (as
+/// [`ManagedTensor::into_raw`] and [`ManagedTensor::into_raw_legacy`] do), and such a
+/// wrapper is removed again when the tensor goes back to its original ABI.
+///
+/// # Why the import is `unsafe`
+///
+/// A `ManagedTensor` promises that its data pointer is valid for the described
+/// elements, so its checked views (`ManagedTensor::as_array`) are safe. A dlpark
+/// handle promises less: `dlpark::Managed::from_raw` only requires a readable header
+/// with readable shape and strides, and `dlpark::python::from_dlpack` (a safe
+/// function) accepts any capsule a Python object returns. dlpark therefore makes all
+/// of its own data accessors `unsafe`, and the import into a `ManagedTensor`, after
+/// which data access is safe, has to be `unsafe` too. The export needs no such
+/// promise: every `ManagedTensor` already satisfies what dlpark asks of a handle.
+///
+#[cfg_attr(feature = "ndarray", doc = "```")]
+#[cfg_attr(not(feature = "ndarray"), doc = "```ignore")]
+/// use dlpack_core::{ManagedTensor, ToDLPack};
+/// use dlpark::TryFromDlpack;
+/// use ndarray::{Array2, ArrayViewD};
+///
+/// let a = Array2::<f32>::from_shape_fn((2, 3), |(i, j)| (i * 3 + j) as f32);
+/// let ptr = a.as_ptr();
+/// let tensor: ManagedTensor = a.to_dlpack()?;
+///
+/// // Safe: ownership moves to dlpark, nothing is copied.
+/// let dlpack: dlpark::versioned::Dlpack = tensor.into();
+/// // SAFETY: a tensor exported by this crate satisfies DLPack's memory, lifetime and
+/// // synchronization requirements, and nothing else accesses its data.
+/// let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
+/// assert_eq!(view.as_ptr(), ptr);
+///
+/// // And back.
+/// // SAFETY: as above: the handle still holds this crate's export.
+/// let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }?;
+/// assert_eq!(tensor.data_ptr().cast::<f32>().cast_const(), ptr);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Thread safety
+///
+/// Both handles are `Send` and `Sync`, under the same rule: the deleter may run on
+/// any thread. A conversion keeps that guarantee in either direction.
+#[cfg(feature = "dlpark")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dlpark")))]
+pub mod dlpark {}
 
 /// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.
@@ -137,6 +210,7 @@ pub use ::ndarray as nd;
 /// `#[dlpack(flatten)]` (nest without a prefix). Container attributes:
 /// `#[dlpack(crate = "path")]`, `#[dlpack(bound = "T: Trait")]`.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_derive::ToDLPack;
 
 /// Derives [`FromDLPack`] for a struct of arrays: it imports from a [`TensorBatch`],
@@ -145,6 +219,7 @@ pub use dlpack_derive::ToDLPack;
 /// Attributes as for [`ToDLPack`](derive@ToDLPack); `skip`ped fields are filled with
 /// `Default::default()`.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_derive::FromDLPack;
 
 #[doc(hidden)]

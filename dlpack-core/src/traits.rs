@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 
-use crate::batch::{TensorBatch, is_under};
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
+use crate::tensor_batch::{TensorBatch, is_under};
 
 /// Export to DLPack.
 ///
@@ -189,7 +189,7 @@ impl<T: ToDLPack> ToDLPack for Vec<T> {
         batch_of(self)
     }
     fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
-        let mut index = itoa_buf();
+        let mut index = IndexFormatter::default();
         for (i, item) in self.into_iter().enumerate() {
             item.to_dlpack_into(&join_name(prefix, index.format(i)), batch)?;
         }
@@ -205,7 +205,7 @@ impl<T: FromDLPack> FromDLPack for Vec<T> {
     /// Items `prefix.0`, `prefix.1`, ... up to the first index with no tensor.
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         let mut items = Vec::new();
-        let mut index = itoa_buf();
+        let mut index = IndexFormatter::default();
         loop {
             let name = join_name(prefix, index.format(items.len()));
             if !batch.contains_prefix(&name) {
@@ -322,14 +322,11 @@ impl<T: FromDLPack> FromDLPack for Box<T> {
     }
 }
 
-/// A reusable decimal formatter for indices (avoids an allocation per index).
-struct IndexBuf(String);
+/// Formats indices into one reused buffer (no allocation per index).
+#[derive(Default)]
+struct IndexFormatter(String);
 
-fn itoa_buf() -> IndexBuf {
-    IndexBuf(String::new())
-}
-
-impl IndexBuf {
+impl IndexFormatter {
     fn format(&mut self, i: usize) -> &str {
         use core::fmt::Write;
         self.0.clear();

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Counter, Spec, buffer_from_bytes, free_versioned_without_deleter, legacy, versioned};
-use dlpack_core::dlpark::ReadOnlyLegacyError;
+use dlpack_core::ReadOnlyLegacyError;
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 use dlpack_core::{DataType, Error, FromDLPack, ManagedTensor, ToDLPack};
 use dlpark::allocation::dynamic;

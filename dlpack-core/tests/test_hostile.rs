@@ -2,6 +2,7 @@
 //! allocated, `bool` views of broadcast memory, and headers copied by a foreign producer.
 //! Every case is a typed error or a correct result, never an abort, a hang or a double
 //! free, and every deleter runs exactly once.
+#![cfg(feature = "ndarray")]
 
 mod common;
 

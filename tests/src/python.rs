@@ -116,22 +116,25 @@ macro_rules! complex_element {
 
 complex_element!(f32, f64);
 
-/// Calls `$body` with `$A` bound to the Rust type of the dtype named `$name`.
+/// Calls `$body` with `$A` bound to the Rust type of the dtype named `$name` (every
+/// element type of `dlpack_core::for_each_element!`); an unknown name is a
+/// `BufferError`.
 macro_rules! with_dtype {
-    ($name:expr, $A:ident => $body:expr) => {
-        with_dtype!(@match $name, $A, $body;
-            "bool" => bool, "int8" => i8, "int16" => i16, "int32" => i32, "int64" => i64,
-            "uint8" => u8, "uint16" => u16, "uint32" => u32, "uint64" => u64,
-            "float16" => f16, "bfloat16" => bf16, "float32" => f32, "float64" => f64,
-            "complex64" => Complex<f32>, "complex128" => Complex<f64>)
-    };
-    (@match $name:expr, $A:ident, $body:expr; $($dtype:literal => $ty:ty),*) => {
-        match $name {
-            $($dtype => {
-                type $A = $ty;
-                $body
-            })*
-            other => Err(PyBufferError::new_err(format!("unsupported dtype {other}"))),
+    ($name:expr, $A:ident => $body:expr) => {{
+        let name: &str = $name;
+        (|| {
+            dlpack_core::for_each_element!(dtype_arm(name, $A, $body));
+            Err(PyBufferError::new_err(format!("unsupported dtype {name}")))
+        })()
+    }};
+}
+
+/// One arm of [`with_dtype!`].
+macro_rules! dtype_arm {
+    ($name:ident, $A:ident, $body:expr; $ty:ty, $constant:ident, $dtype:literal) => {
+        if $name == $dtype {
+            type $A = $ty;
+            return $body;
         }
     };
 }

@@ -43,12 +43,8 @@ pub(crate) struct Desc {
 struct Meta {
     /// The owner's type, for [`ManagedTensor::into_owner`].
     owner_type: TypeId,
-    /// The owner's offset from the start of the allocation.
-    owner_offset: usize,
-    /// Drops the owner in place.
-    drop_owner: unsafe fn(*mut u8),
-    /// The layout of the whole allocation.
-    layout: Layout,
+    /// Drops the owner and frees the allocation: [`release::<M, O>`](release).
+    release: unsafe fn(*mut u8),
 }
 
 /// The part of a header that does not depend on the owner type.
@@ -75,6 +71,7 @@ fn layout<M: Abi, O>(ndim: usize) -> Option<(Layout, usize)> {
 
 /// Whether the managed struct `managed`, at `ptr`, is a header made by [`build`]:
 /// `manager_ctx` holds its own address (which no copy shares) and its deleter is ours.
+#[inline]
 pub(crate) fn is_own<M: Abi>(ptr: NonNull<M>, managed: &M) -> bool {
     ptr::eq(managed.manager_ctx(), ptr.as_ptr().cast())
         && managed
@@ -91,7 +88,7 @@ pub(crate) fn is_own<M: Abi>(ptr: NonNull<M>, managed: &M) -> bool {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidLayout`] when `ndim` does not fit `i32`, [`Error::AllocationFailed`]
+/// [`Error::TooManyDimensions`] when `ndim` does not fit `i32`, [`Error::AllocationFailed`]
 /// when the header cannot be allocated, or the error of `describe`; the owner has been
 /// dropped then.
 ///
@@ -109,9 +106,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     describe: impl FnOnce(&mut O, &mut [i64], &mut [i64]) -> Result<Desc>,
 ) -> Result<ManagedTensor> {
     let Ok(ndim_c) = i32::try_from(ndim) else {
-        return Err(Error::InvalidLayout {
-            reason: format!("ndim {ndim} does not fit i32"),
-        });
+        return Err(Error::TooManyDimensions { ndim });
     };
     let too_big = || Error::AllocationFailed { bytes: usize::MAX };
     let (layout, dims_offset) = layout::<M, O>(ndim).ok_or_else(too_big)?;
@@ -169,9 +164,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
         managed: M::new(dl_tensor, desc.flags, base.as_ptr().cast(), M::OWN_DELETER),
         meta: Meta {
             owner_type: TypeId::of::<O>(),
-            owner_offset: offset_of!(Header<M, O>, owner),
-            drop_owner: drop_owner::<O>,
-            layout,
+            release: release::<M, O>,
         },
     };
     // SAFETY: as for `owner_field`, this only computes a field address.
@@ -182,14 +175,37 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     Ok(unsafe { ManagedTensor::adopt(M::raw(header.cast::<M>())) })
 }
 
-/// Drops an owner of type `O` in place.
+/// Drops the owner of a `Header<M, O>` and frees the allocation. An owner whose `Drop`
+/// panics aborts the process here (a deleter cannot unwind).
 ///
 /// # Safety
 ///
-/// - `owner` points to an initialised `O` that is never used again.
-unsafe fn drop_owner<O>(owner: *mut u8) {
-    // SAFETY: the caller passes an initialised `O`, dropped once.
-    unsafe { ptr::drop_in_place(owner.cast::<O>()) }
+/// - `header` is a live `Header<M, O>` made by [`build`], released once.
+unsafe fn release<M: Abi, O>(header: *mut u8) {
+    let header = header.cast::<Header<M, O>>();
+    // SAFETY: the caller passes a live header, whose `ndim` nobody changed (the
+    // `from_raw` contract) since `build` wrote it.
+    let ndim = unsafe { (*header).head.managed.dl_tensor().ndim } as usize;
+    // SAFETY: the header is live and nothing else references its owner.
+    let owner: &mut ManuallyDrop<O> = unsafe { &mut (*header).owner };
+    // SAFETY: the owner is initialised and dropped only here, once.
+    unsafe { ManuallyDrop::drop(owner) };
+    // `build` allocated exactly this layout for this rank.
+    if let Some((layout, _)) = layout::<M, O>(ndim) {
+        // SAFETY: the allocation was made by `build` with this layout and is not used
+        // again.
+        unsafe { alloc::dealloc(header.cast(), layout) };
+    }
+}
+
+/// The owner type of a header made by [`build`].
+///
+/// # Safety
+///
+/// - `ptr` is a live header made by [`build`] (see [`is_own`]).
+pub(crate) unsafe fn owner_type<M: Abi>(ptr: NonNull<M>) -> TypeId {
+    // SAFETY: the caller guarantees a live header, which starts with a `Head<M>`.
+    unsafe { (*ptr.cast::<Head<M>>().as_ptr()).meta.owner_type }
 }
 
 /// The owner of a header made by [`build`], if it has type `O`.
@@ -198,15 +214,14 @@ unsafe fn drop_owner<O>(owner: *mut u8) {
 ///
 /// - `ptr` is a live header made by [`build`] (see [`is_own`]), with its owner in place.
 pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNull<O>> {
-    let head = ptr.cast::<Head<M>>();
-    // SAFETY: the caller guarantees a live header, which starts with a `Head<M>`.
-    let meta = unsafe { &(*head.as_ptr()).meta };
-    if meta.owner_type != TypeId::of::<O>() {
+    // SAFETY: the caller guarantees a live header made by `build`.
+    if unsafe { owner_type(ptr) } != TypeId::of::<O>() {
         return None;
     }
-    // SAFETY: the owner of this `Header<M, O>` lies at `owner_offset`, inside the
-    // allocation (`ManuallyDrop<O>` has the layout of `O`).
-    Some(unsafe { ptr.cast::<u8>().add(meta.owner_offset) }.cast::<O>())
+    let offset = offset_of!(Header<M, O>, owner);
+    // SAFETY: the allocation is a `Header<M, O>` (its owner type says so), whose owner
+    // lies `offset` bytes in (`ManuallyDrop<O>` has the layout of `O`).
+    Some(unsafe { ptr.cast::<u8>().add(offset) }.cast::<O>())
 }
 
 /// Moves the owner out of a header made by [`build`] and frees the header, without
@@ -218,17 +233,21 @@ pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNul
 ///   [`owner`]);
 /// - nobody uses it, or calls its deleter, afterwards.
 pub(crate) unsafe fn take<M: Abi, O>(ptr: NonNull<M>) -> O {
-    let head = ptr.cast::<Head<M>>();
-    // SAFETY: the caller guarantees a live header.
-    let layout = unsafe { (*head.as_ptr()).meta.layout };
     let header = ptr.cast::<Header<M, O>>();
+    // SAFETY: the caller guarantees a live header, whose `ndim` nobody changed since
+    // `build` wrote it.
+    let ndim = unsafe { (*header.as_ptr()).head.managed.dl_tensor().ndim } as usize;
     // SAFETY: the caller guarantees a live header; this only computes a field address.
     let owner_field = unsafe { &raw const (*header.as_ptr()).owner };
     // SAFETY: the owner is initialised and, since the deleter never runs, moved out
     // only here; the field is aligned and inside the allocation.
     let owner = unsafe { owner_field.read() };
-    // SAFETY: the allocation was made by `build` with this layout and is not used again.
-    unsafe { alloc::dealloc(ptr.as_ptr().cast(), layout) };
+    // `build` allocated exactly this layout for this rank.
+    if let Some((layout, _)) = layout::<M, O>(ndim) {
+        // SAFETY: the allocation was made by `build` with this layout and is not used
+        // again.
+        unsafe { alloc::dealloc(ptr.as_ptr().cast(), layout) };
+    }
     ManuallyDrop::into_inner(owner)
 }
 
@@ -252,25 +271,14 @@ pub(crate) unsafe extern "C" fn delete_legacy(managed: *mut DLManagedTensor) {
     unsafe { delete_own(managed) }
 }
 
-/// Drops the owner of a header made by [`build`] and frees the allocation. An owner
-/// whose `Drop` panics aborts the process here (a deleter cannot unwind).
+/// Releases a header made by [`build`], whatever its owner type.
 ///
 /// # Safety
 ///
 /// - `managed` is a live header made by [`build`], deleted once.
 unsafe fn delete_own<M: Abi>(managed: *mut M) {
-    let head = managed.cast::<Head<M>>();
     // SAFETY: the caller passes a live header, which starts with a `Head<M>`.
-    let Meta {
-        owner_offset,
-        drop_owner,
-        layout,
-        ..
-    } = unsafe { (*head).meta };
-    // SAFETY: the owner lies at `owner_offset` inside the allocation.
-    let owner = unsafe { managed.cast::<u8>().add(owner_offset) };
-    // SAFETY: the owner is initialised and dropped only here, once.
-    unsafe { drop_owner(owner) };
-    // SAFETY: the allocation was made by `build` with this layout and is not used again.
-    unsafe { alloc::dealloc(managed.cast(), layout) };
+    let release = unsafe { (*managed.cast::<Head<M>>()).meta.release };
+    // SAFETY: `release` was made for this header's owner type; it runs once.
+    unsafe { release(managed.cast()) };
 }

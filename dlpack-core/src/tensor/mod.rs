@@ -17,7 +17,7 @@ use core::ptr::NonNull;
 
 use crate::device::Device;
 use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::error::{Error, ReadOnlyLegacyError, Result};
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPackVersion, DLTensor,
@@ -51,13 +51,29 @@ pub(crate) use header::{Desc, build};
 /// from any thread, and [`from_raw`](Self::from_raw) makes the caller promise exactly
 /// that; shared references only read metadata or create read-only views.
 pub struct ManagedTensor {
-    raw: Raw,
-    /// Whether no other live handle can reach the data (see "Import safety").
-    exclusive: bool,
-    /// Whether the deleter may run Python code: the tensor came from Python, and
-    /// dropping it keeps the interpreter's exception state intact.
+    /// The managed struct, of the ABI that `kind` says.
+    ptr: NonNull<c_void>,
+    kind: Kind,
+}
+
+/// What a [`ManagedTensor`] holds, beside the pointer (one byte, so that the handle stays
+/// two words).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Kind(u8);
+
+impl Kind {
+    /// The pointer is a legacy `DLManagedTensor` (else a `DLManagedTensorVersioned`).
+    const LEGACY: u8 = 1 << 0;
+    /// Other live handles may reach the data (see "Import safety").
+    const SHARED: u8 = 1 << 1;
+    /// The deleter may run Python code: the tensor came from Python, and dropping it
+    /// keeps the interpreter's exception state intact.
     #[cfg(feature = "pyo3")]
-    python: bool,
+    const PYTHON: u8 = 1 << 2;
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
 }
 
 // SAFETY:
@@ -188,26 +204,25 @@ impl ManagedTensor {
     ///   versioned tensor, the major version is 1), except that nobody else needs to
     ///   stay away from the data if the handle is marked shared before any view is made.
     pub(crate) unsafe fn adopt(raw: Raw) -> Self {
-        Self {
-            raw,
-            exclusive: true,
-            #[cfg(feature = "pyo3")]
-            python: false,
-        }
+        let (ptr, kind) = match raw {
+            Raw::Versioned(ptr) => (ptr.cast(), Kind(0)),
+            Raw::Legacy(ptr) => (ptr.cast(), Kind(Kind::LEGACY)),
+        };
+        Self { ptr, kind }
     }
 
     /// Marks the tensor shared: another live handle may reach its data, so mutable
     /// views are refused.
     #[cfg(feature = "pyo3")]
     pub(crate) fn into_shared(mut self) -> Self {
-        self.exclusive = false;
+        self.kind.0 |= Kind::SHARED;
         self
     }
 
     /// Marks the tensor as coming from Python: its deleter may run Python code.
     #[cfg(feature = "pyo3")]
     pub(crate) fn into_python(mut self) -> Self {
-        self.python = true;
+        self.kind.0 |= Kind::PYTHON;
         self
     }
 
@@ -219,8 +234,9 @@ impl ManagedTensor {
     /// safe path that cannot prove it (from Python, unless the producer copied the
     /// data for this import). See "Import safety" in the
     /// [crate documentation](crate#import-safety).
+    #[inline]
     pub fn is_exclusive(&self) -> bool {
-        self.exclusive
+        !self.kind.has(Kind::SHARED)
     }
 
     /// Declares that nothing else reaches the data, so that mutable views are allowed:
@@ -233,7 +249,17 @@ impl ManagedTensor {
     ///   imports of the same object);
     /// - while the tensor lives, nobody else writes it.
     pub unsafe fn assume_exclusive(&mut self) {
-        self.exclusive = true;
+        self.kind.0 &= !Kind::SHARED;
+    }
+
+    /// The pointer, tagged with its ABI.
+    #[inline]
+    fn raw(&self) -> Raw {
+        if self.kind.has(Kind::LEGACY) {
+            Raw::Legacy(self.ptr.cast())
+        } else {
+            Raw::Versioned(self.ptr.cast())
+        }
     }
 
     /// Gives up ownership: returns the `DLManagedTensorVersioned` pointer, whose deleter
@@ -245,7 +271,7 @@ impl ManagedTensor {
     /// allocation fails the process aborts, as `Box::new` does.
     pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
         let this = self.unwrap_adapter();
-        match this.raw {
+        match this.raw() {
             Raw::Versioned(ptr) => {
                 core::mem::forget(this);
                 ptr.as_ptr()
@@ -262,14 +288,15 @@ impl ManagedTensor {
     ///
     /// # Errors
     ///
-    /// A tensor flagged `READ_ONLY` comes back unchanged in `Err`: a legacy consumer
-    /// would assume it may write. (Copy it first, or keep it versioned.)
-    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Self> {
+    /// A tensor flagged `READ_ONLY` comes back unchanged inside the
+    /// [`ReadOnlyLegacyError`]: a legacy consumer would assume it may write. (Copy it
+    /// first, or keep it versioned.)
+    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, ReadOnlyLegacyError> {
         if self.is_read_only() {
-            return Err(self);
+            return Err(ReadOnlyLegacyError::new(self));
         }
         let this = self.unwrap_adapter();
-        Ok(match this.raw {
+        Ok(match this.raw() {
             Raw::Legacy(ptr) => {
                 core::mem::forget(this);
                 ptr.as_ptr()
@@ -282,7 +309,7 @@ impl ManagedTensor {
     /// unwrapped). The receiver must call its deleter once.
     #[cfg(feature = "pyo3")]
     pub(crate) fn into_raw_as_is(self) -> Raw {
-        ManuallyDrop::new(self).raw
+        ManuallyDrop::new(self).raw()
     }
 
     /// If this is an ABI adapter made by [`into_raw`](Self::into_raw) or
@@ -297,8 +324,9 @@ impl ManagedTensor {
         }
     }
 
+    #[inline]
     fn header(&self) -> HeaderRef<'_> {
-        match self.raw {
+        match self.raw() {
             // SAFETY:
             // - the pointer is non-null, aligned and valid until the deleter runs (the
             //   `from_raw` contract, or our own header), which is after `self` dies;
@@ -310,17 +338,20 @@ impl ManagedTensor {
     }
 
     /// The plain `DLTensor` description.
+    #[inline]
     pub fn dl_tensor(&self) -> &DLTensor {
         on_header!(self.header(), m => m.dl_tensor())
     }
 
     /// Number of dimensions.
+    #[inline]
     pub fn ndim(&self) -> usize {
         // `checked` rejected negative values.
         usize::try_from(self.dl_tensor().ndim).unwrap_or(0)
     }
 
     /// The extents, as the producer gave them (not yet validated: see `as_array`).
+    #[inline]
     pub fn shape(&self) -> &[i64] {
         let t = self.dl_tensor();
         // SAFETY:
@@ -331,6 +362,7 @@ impl ManagedTensor {
 
     /// The strides in elements, or `None` when the producer passed NULL
     /// (C-contiguous, allowed before DLPack 1.2).
+    #[inline]
     pub fn strides(&self) -> Option<&[i64]> {
         let t = self.dl_tensor();
         if t.strides.is_null() {
@@ -343,56 +375,66 @@ impl ManagedTensor {
     }
 
     /// The element type.
+    #[inline]
     pub fn dtype(&self) -> DataType {
         DataType::from_raw(self.dl_tensor().dtype)
     }
 
     /// Where the data lives.
+    #[inline]
     pub fn device(&self) -> Device {
         Device::from_raw(self.dl_tensor().device)
     }
 
     /// Offset in bytes from [`data`](Self::data) to the first element.
+    #[inline]
     pub fn byte_offset(&self) -> u64 {
         self.dl_tensor().byte_offset
     }
 
     /// The raw data pointer as the producer gave it (see also
     /// [`data_ptr`](Self::data_ptr)).
+    #[inline]
     pub fn data(&self) -> *mut c_void {
         self.dl_tensor().data
     }
 
     /// The address of the first element, `data + byte_offset` (computed with wrapping
     /// arithmetic; views check it).
+    #[inline]
     pub fn data_ptr(&self) -> *mut c_void {
         let t = self.dl_tensor();
         t.data.wrapping_byte_add(t.byte_offset as usize)
     }
 
     /// The `DLPACK_FLAG_BITMASK_*` flags; always 0 for a legacy tensor.
+    #[inline]
     pub fn flags(&self) -> u64 {
         on_header!(self.header(), m => m.flags())
     }
 
     /// Whether the producer forbids writes (`READ_ONLY`).
+    #[inline]
     pub fn is_read_only(&self) -> bool {
         self.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
     }
 
     /// Whether the producer copied the data for this export (`IS_COPIED`).
+    #[inline]
     pub fn is_copied(&self) -> bool {
         self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
     }
 
     /// The DLPack version of a versioned tensor; `None` for a legacy one.
+    #[inline]
     pub fn version(&self) -> Option<DLPackVersion> {
         on_header!(self.header(), m => m.version())
     }
 
     /// Whether this holds a legacy `DLManagedTensor`.
+    #[inline]
     pub fn is_legacy(&self) -> bool {
-        matches!(self.raw, Raw::Legacy(_))
+        self.kind.has(Kind::LEGACY)
     }
 
     /// The number of elements, checked: the product of the extents, or an error for a
@@ -402,8 +444,9 @@ impl ManagedTensor {
     }
 
     /// Whether this crate allocated the header (see `header::is_own`).
+    #[inline]
     pub(crate) fn is_own(&self) -> bool {
-        match (self.raw, self.header()) {
+        match (self.raw(), self.header()) {
             (Raw::Versioned(ptr), HeaderRef::Versioned(m)) => header::is_own(ptr, m),
             (Raw::Legacy(ptr), HeaderRef::Legacy(m)) => header::is_own(ptr, m),
             _ => false,
@@ -413,20 +456,33 @@ impl ManagedTensor {
     /// The owner value of a tensor made by this crate with owner type `O`; `None` for
     /// any other tensor. Crate-internal: a public `&O` could reach the data through an
     /// owner's interior mutability while views borrowed from the tensor read it.
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
         // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
         // `self` and is only moved out by `into_owner`, which consumes `self`.
         self.owner_ptr::<O>().map(|owner| unsafe { owner.as_ref() })
     }
 
+    /// The owner type of a tensor made by this crate; `None` for any other tensor.
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn owner_type(&self) -> Option<core::any::TypeId> {
+        if !self.is_own() {
+            return None;
+        }
+        // SAFETY: `is_own` proved the pointer is a live header made by `build`.
+        Some(with_abi!(self.raw(), ptr => unsafe { header::owner_type(ptr) }))
+    }
+
     /// Where the owner of a tensor made by this crate with owner type `O` lives.
+    #[inline]
     fn owner_ptr<O: 'static>(&self) -> Option<NonNull<O>> {
         if !self.is_own() {
             return None;
         }
         // SAFETY: `is_own` proved the pointer is a live header made by `build`, whose
         // owner stays in place while `self` lives.
-        with_abi!(self.raw, ptr => unsafe { header::owner::<_, O>(ptr) })
+        with_abi!(self.raw(), ptr => unsafe { header::owner::<_, O>(ptr) })
     }
 
     /// Takes the owner value back out of a tensor made by this crate with owner type `O`
@@ -454,15 +510,15 @@ impl ManagedTensor {
         //   owner has type `O`;
         // - `this` is never dropped, so the deleter never runs and the header is not
         //   used again.
-        Ok(with_abi!(this.raw, ptr => unsafe { header::take::<_, O>(ptr) }))
+        Ok(with_abi!(this.raw(), ptr => unsafe { header::take::<_, O>(ptr) }))
     }
 }
 
 impl Drop for ManagedTensor {
     fn drop(&mut self) {
         #[cfg(feature = "pyo3")]
-        if self.python {
-            let raw = self.raw;
+        if self.kind.has(Kind::PYTHON) {
+            let raw = self.raw();
             // SAFETY: we own the tensor and give it up here, once; the producer allowed
             // any thread to call its deleter.
             crate::python::release_python_tensor(|| with_abi!(raw, ptr => unsafe { delete(ptr) }));
@@ -471,7 +527,7 @@ impl Drop for ManagedTensor {
         // SAFETY:
         // - we own the tensor and call its deleter exactly once (`Drop`);
         // - the producer allowed any thread to call it.
-        with_abi!(self.raw, ptr => unsafe { delete(ptr) });
+        with_abi!(self.raw(), ptr => unsafe { delete(ptr) });
     }
 }
 
@@ -485,7 +541,7 @@ impl fmt::Debug for ManagedTensor {
             .field("byte_offset", &self.byte_offset())
             .field("flags", &self.flags())
             .field("version", &self.version())
-            .field("exclusive", &self.exclusive)
+            .field("exclusive", &self.is_exclusive())
             .finish()
     }
 }
@@ -510,6 +566,7 @@ fn check_array_ptr(ptr: *const i64, what: &'static str) -> Result<()> {
 ///
 /// - if `len > 0`, `ptr` is non-null, aligned, and points to `len` initialised values
 ///   that stay valid and unmodified for `'a`.
+#[inline]
 unsafe fn raw_slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     if len == 0 {
         return &[];
@@ -550,7 +607,7 @@ fn wrap<M: Abi>(inner: ManagedTensor) -> NonNull<M> {
         })
     };
     match built {
-        Ok(tensor) => match ManuallyDrop::new(tensor).raw {
+        Ok(tensor) => match ManuallyDrop::new(tensor).raw() {
             Raw::Versioned(ptr) => ptr.cast(),
             Raw::Legacy(ptr) => ptr.cast(),
         },

@@ -19,7 +19,7 @@ impl ManagedTensor {
     /// Element `[0, 0, ...]` is `buffer[offset]`; element `index` is at
     /// `offset + sum(index[i] * strides[i])`, strides in elements and possibly negative.
     /// Every reachable element must lie inside the buffer, or this is an
-    /// [`Error::InvalidLayout`]. The tensor is on the CPU, writable, flags 0.
+    /// [`Error::OutOfBuffer`]. The tensor is on the CPU, writable, flags 0.
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -62,8 +62,9 @@ impl ManagedTensor {
             // across calls (it is for `Vec`, `Box<[A]>` and arrays).
             let buf = owner.as_mut();
             if buf.len() != len {
-                return Err(Error::InvalidLayout {
-                    reason: "buffer changed length between two calls to `as_mut`".into(),
+                return Err(Error::BufferResized {
+                    before: len,
+                    after: buf.len(),
                 });
             }
             layout::write_native(shape, strides, shape_out, strides_out);
@@ -95,9 +96,10 @@ impl ManagedTensor {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidLayout`] when `strides` and `shape` differ in length or the rank
-    /// does not fit `i32`, [`Error::AllocationFailed`] when the header cannot be
-    /// allocated. The owner is dropped then.
+    /// [`Error::StridesLength`] when `strides` and `shape` differ in length,
+    /// [`Error::TooManyDimensions`] when the rank does not fit `i32`,
+    /// [`Error::AllocationFailed`] when the header cannot be allocated. The owner is
+    /// dropped then.
     ///
     /// # Safety
     ///
@@ -119,8 +121,9 @@ impl ManagedTensor {
     ) -> Result<Self> {
         if let Some(strides) = strides {
             if strides.len() != shape.len() {
-                return Err(Error::InvalidLayout {
-                    reason: format!("{} strides for {} dimensions", strides.len(), shape.len()),
+                return Err(Error::StridesLength {
+                    ndim: shape.len(),
+                    strides: strides.len(),
                 });
             }
         }

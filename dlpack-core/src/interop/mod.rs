@@ -1,0 +1,6 @@
+//! Bridges to other crates' arrays and tensors.
+
+#[cfg(feature = "dlpark")]
+pub(crate) mod dlpark;
+#[cfg(feature = "ndarray")]
+pub(crate) mod ndarray;

@@ -1,0 +1,360 @@
+//! Exports of every kind of array (zero-copy moves and shares, copies into standard
+//! layout), the zero-copy way back for our own exports, and the trait impls.
+
+use core::any::TypeId;
+use core::ffi::c_void;
+
+use ndarray::{
+    ArcArray, Array, ArrayBase, ArrayView, ArrayViewMut, CowArray, Data, Dimension, Ix0, Ix1, Ix2,
+    Ix3, Ix4, Ix5, Ix6, IxDyn,
+};
+
+use crate::device::Device;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::ffi::{
+    DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::layout;
+use crate::tensor::{Desc, ManagedTensor, build};
+use crate::tensor_batch::TensorBatch;
+use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
+
+use super::owned::DLPackArray;
+
+/// Calls `$f::<E>()` for every dimension type an export could have used.
+macro_rules! each_dim {
+    ($f:ident) => {
+        $f!(Ix0);
+        $f!(Ix1);
+        $f!(Ix2);
+        $f!(Ix3);
+        $f!(Ix4);
+        $f!(Ix5);
+        $f!(Ix6);
+        $f!(IxDyn);
+    };
+}
+
+/// The `Array` inside one of our `Array` or `ArcArray` exports of `A` with the rank of
+/// `D`, without copying (an `ArcArray` still shared elsewhere is copied); else the
+/// tensor back.
+///
+/// The rank is checked on the owner itself, not on the header: whoever held the raw
+/// pointer could have written the header, never the owner.
+pub(super) fn reclaim<A: Element, D: Dimension + 'static>(
+    tensor: ManagedTensor,
+) -> Result<Array<A, D>, ManagedTensor> {
+    let Some(owner_type) = tensor.owner_type() else {
+        return Err(tensor);
+    };
+    let fits = |ndim: usize| D::NDIM.is_none_or(|n| n == ndim);
+    // The owner is exactly one of these types, or none of them: its type is read once,
+    // and the first match decides.
+    macro_rules! try_dim {
+        ($E:ty) => {
+            if owner_type == TypeId::of::<Array<A, $E>>() {
+                if !tensor
+                    .owner::<Array<A, $E>>()
+                    .is_some_and(|a| fits(a.ndim()))
+                {
+                    return Err(tensor);
+                }
+                return tensor.into_owner::<Array<A, $E>>().map(into_dim);
+            }
+            if owner_type == TypeId::of::<ArcArray<A, $E>>() {
+                if !tensor
+                    .owner::<ArcArray<A, $E>>()
+                    .is_some_and(|a| fits(a.ndim()))
+                {
+                    return Err(tensor);
+                }
+                return tensor
+                    .into_owner::<ArcArray<A, $E>>()
+                    .map(|shared| into_dim(shared.into_owned()));
+            }
+        };
+    }
+    each_dim!(try_dim);
+    Err(tensor)
+}
+
+/// Converts between dimension types of the same rank (checked by the caller), which
+/// ndarray cannot refuse.
+fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
+    match array.into_dimensionality::<D>() {
+        Ok(array) => array,
+        Err(_) => unreachable!("same rank, so the dimension converts"),
+    }
+}
+
+/// Exports an owner that keeps an array's elements alive at a stable address.
+///
+/// # Safety
+///
+/// - `data(owner)`, called with the owner at its final address, returns the address of
+///   element `[0, ...]` of an array with extents `dim` and strides `strides` (ndarray
+///   bit patterns) whose elements the owner keeps alive, unmoved, for as long as it
+///   lives untouched;
+/// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
+///   with it, nobody writes them.
+unsafe fn export_owner<A: Element, O: Send + 'static>(
+    owner: O,
+    data: impl FnOnce(&mut O) -> *mut c_void,
+    dim: &[usize],
+    strides: &[usize],
+    flags: u64,
+) -> Result<ManagedTensor> {
+    layout::check_native_layout(dim, strides.len())?;
+    let describe = |owner: &mut O, shape_out: &mut [i64], strides_out: &mut [i64]| {
+        let outs = shape_out.iter_mut().zip(strides_out.iter_mut());
+        for ((shape, stride), (&extent, &bits)) in outs.zip(dim.iter().zip(strides)) {
+            *shape = extent as i64;
+            *stride = bits as isize as i64;
+        }
+        Ok(Desc {
+            data: data(owner),
+            dtype: A::DTYPE,
+            device: Device::CPU,
+            byte_offset: 0,
+            flags,
+        })
+    };
+    // SAFETY:
+    // - `check_native_layout` checked that the extents fit i64 and there is one stride
+    //   per axis; the strides are `isize` bit patterns, which fit i64;
+    // - the caller guarantees the data requirements for as long as the owner lives;
+    //   `A: Element` makes the dtype describe the memory.
+    unsafe { build::<DLManagedTensorVersioned, O>(owner, dim.len(), describe) }
+}
+
+/// A copy of `view` in standard layout, allocated fallibly: a broadcast view can
+/// describe far more elements than memory holds.
+pub(crate) fn copy_standard<A: Element, D: Dimension>(
+    view: ArrayView<'_, A, D>,
+) -> Result<Array<A, D>> {
+    let failed = || Error::AllocationFailed {
+        bytes: view.len().saturating_mul(size_of::<A>()),
+    };
+    let mut values: Vec<A> = Vec::new();
+    values.try_reserve_exact(view.len()).map_err(|_| failed())?;
+    match view.as_slice() {
+        Some(slice) => values.extend_from_slice(slice),
+        None => values.extend(view.iter().copied()),
+    }
+    match Array::from_shape_vec(view.raw_dim(), values) {
+        Ok(array) => Ok(array),
+        Err(_) => unreachable!("one value per element, in row-major order"),
+    }
+}
+
+/// ndarray's strides of `array` as `usize` bit patterns, in a `D` (no heap allocation
+/// for fixed ranks).
+fn stride_bits<S: ndarray::RawData, D: Dimension>(array: &ArrayBase<S, D>) -> D {
+    let mut bits = array.raw_dim();
+    for (out, &s) in bits.slice_mut().iter_mut().zip(array.strides()) {
+        *out = s as usize;
+    }
+    bits
+}
+
+fn export_array<A: Element, D: Dimension + 'static>(
+    array: Array<A, D>,
+    flags: u64,
+) -> Result<ManagedTensor> {
+    let dim = array.raw_dim();
+    let strides = stride_bits(&array);
+    // SAFETY:
+    // - `as_mut_ptr` of an owned array is element `[0, ...]` of its own heap buffer,
+    //   and `dim`/`strides` are the array's: ndarray keeps every index in bounds;
+    // - moving an `Array` does not move its heap buffer, and the owner is untouched
+    //   until the deleter drops it;
+    // - the array owned its buffer uniquely, so nobody else accesses the elements.
+    unsafe {
+        export_owner::<A, _>(
+            array,
+            |a| a.as_mut_ptr().cast(),
+            dim.slice(),
+            strides.slice(),
+            flags,
+        )
+    }
+}
+
+fn export_shared<A: Element, D: Dimension + 'static>(
+    array: ArcArray<A, D>,
+) -> Result<ManagedTensor> {
+    let dim = array.raw_dim();
+    let strides = stride_bits(&array);
+    // SAFETY:
+    // - `as_ptr` is element `[0, ...]` of the shared buffer and `dim`/`strides` are the
+    //   array's, so every index is in bounds; the owner's `Arc` keeps the buffer alive
+    //   and moving it does not move the buffer;
+    // - the tensor is `READ_ONLY`, and nobody else writes the buffer: `ArcArray` is
+    //   copy-on-write, so any handle that mutates first copies, since ours keeps the
+    //   reference count above one.
+    unsafe {
+        export_owner::<A, _>(
+            array,
+            |a| a.as_ptr().cast_mut().cast(),
+            dim.slice(),
+            strides.slice(),
+            DLPACK_FLAG_BITMASK_READ_ONLY,
+        )
+    }
+}
+
+/// Copies into a fresh standard-layout buffer (the most widely accepted layout:
+/// PyTorch and JAX refuse negative strides), flagged `IS_COPIED`.
+fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
+    array: &ArrayBase<S, D>,
+) -> Result<ManagedTensor> {
+    export_array(copy_standard(array.view())?, DLPACK_FLAG_BITMASK_IS_COPIED)
+}
+
+/// Implements [`ToDLPack`] for a value that exports as one tensor: `to_dlpack` is the
+/// given body, and `to_dlpack_into` adds that tensor to a batch under the prefix.
+macro_rules! to_one_tensor {
+    ($(#[doc = $doc:literal])* impl[$($generics:tt)*] for $ty:ty { |$this:ident| $export:expr }) => {
+        impl<$($generics)*> ToDLPack for $ty {
+            type Output = ManagedTensor;
+            $(#[doc = $doc])*
+            fn to_dlpack(self) -> Result<ManagedTensor> {
+                let $this = self;
+                $export
+            }
+            fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
+                leaf_into(self, prefix, batch)
+            }
+        }
+    };
+}
+
+/// Implements [`FromDLPack`] for a value that imports from one tensor: `from_dlpack` is
+/// the given body, and `from_dlpack_in` takes the tensor named by the prefix.
+macro_rules! from_one_tensor {
+    ($(#[doc = $doc:literal])* impl[$($generics:tt)*] for $ty:ty { |$tensor:ident| $import:expr }) => {
+        impl<$($generics)*> FromDLPack for $ty {
+            type Input = ManagedTensor;
+            $(#[doc = $doc])*
+            fn from_dlpack($tensor: ManagedTensor) -> Result<Self> {
+                $import
+            }
+            fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
+                leaf_from(prefix, batch)
+            }
+        }
+    };
+}
+
+to_one_tensor! {
+    /// Moves the buffer into the tensor: zero-copy, writable.
+    impl[A: Element, D: Dimension + 'static] for Array<A, D> { |array| export_array(array, 0) }
+}
+
+to_one_tensor! {
+    /// Shares the buffer: zero-copy and `READ_ONLY`, or writable like an `Array` if this
+    /// was the only handle.
+    impl[A: Element, D: Dimension + 'static] for ArcArray<A, D> {
+        |array| match array.try_into_owned_nocopy() {
+            Ok(array) => export_array(array, 0),
+            Err(shared) => export_shared(shared),
+        }
+    }
+}
+
+to_one_tensor! {
+    /// The owned variant moves like an `Array`; the borrowed one is copied.
+    impl[A: Element, D: Dimension + 'static] for CowArray<'_, A, D> {
+        |array| if array.is_owned() {
+            export_array(array.into_owned(), 0)
+        } else {
+            export_copy(&array)
+        }
+    }
+}
+
+to_one_tensor! {
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    impl[A: Element, D: Dimension + 'static] for ArrayView<'_, A, D> { |view| export_copy(&view) }
+}
+
+to_one_tensor! {
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    impl[A: Element, D: Dimension + 'static] for ArrayViewMut<'_, A, D> { |view| export_copy(&view) }
+}
+
+to_one_tensor! {
+    /// Copies (DLPack cannot express a Rust lifetime), flagged `IS_COPIED`.
+    impl[A: Element, S: Data<Elem = A>, D: Dimension + 'static] for &ArrayBase<S, D> {
+        |array| export_copy(array)
+    }
+}
+
+to_one_tensor! {
+    /// The tensor it holds.
+    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |array| Ok(array.into_inner()) }
+}
+
+from_one_tensor! {
+    /// Our own `Array` export comes back without a copy (same buffer, same layout);
+    /// anything else is checked like [`ManagedTensor::as_array`] and copied into
+    /// standard layout. The tensor is consumed either way.
+    impl[A: Element, D: Dimension + 'static] for Array<A, D> {
+        |tensor| match reclaim::<A, D>(tensor) {
+            Ok(array) => Ok(array),
+            Err(tensor) => copy_standard(tensor.as_array::<A, D>()?),
+        }
+    }
+}
+
+from_one_tensor! {
+    /// Our own `ArcArray` export comes back sharing its buffer, our own `Array` export
+    /// without a copy; anything else is copied.
+    impl[A: Element, D: Dimension + 'static] for ArcArray<A, D> {
+        |tensor| {
+            if let Some(shared) = tensor.owner::<ArcArray<A, D>>() {
+                return Ok(shared.clone());
+            }
+            Array::<A, D>::from_dlpack(tensor).map(Array::into_shared)
+        }
+    }
+}
+
+from_one_tensor! {
+    /// Zero-copy: validates and keeps the tensor.
+    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |tensor| Self::new(tensor) }
+}
+
+impl ManagedTensor {
+    /// Exports a borrowed view without copying, as a `READ_ONLY` tensor.
+    ///
+    /// Prefer [`ToDLPack`], which copies a view: DLPack has no way to express a Rust
+    /// lifetime, so nothing stops the tensor from outliving the borrow.
+    ///
+    /// # Safety
+    ///
+    /// - the viewed elements stay alive and unmoved until the tensor's deleter has run
+    ///   (the tensor and everything it is handed to are dropped);
+    /// - nobody writes them meanwhile.
+    pub unsafe fn from_view_unchecked<A: Element, D: Dimension + 'static>(
+        view: ArrayView<'_, A, D>,
+    ) -> Result<Self> {
+        let dim = view.raw_dim();
+        let strides = stride_bits(&view);
+        let data = view.as_ptr().cast_mut().cast::<c_void>();
+        // SAFETY:
+        // - `data`, `dim` and `strides` are the view's, so every index is in bounds;
+        // - the caller keeps the elements alive and unwritten until the deleter runs;
+        // - the tensor is `READ_ONLY`. The owner `()` holds nothing.
+        unsafe {
+            export_owner::<A, _>(
+                (),
+                |_| data,
+                dim.slice(),
+                strides.slice(),
+                DLPACK_FLAG_BITMASK_READ_ONLY,
+            )
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! [`DLPackArray`]: an owned, zero-copy import validated once.
+
+use core::fmt;
+
+use ndarray::{Array, ArrayView, ArrayViewMut, Dimension, RawArrayView, RawArrayViewMut};
+
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::tensor::ManagedTensor;
+
+use super::exchange::{copy_standard, reclaim};
+
+/// An owned, zero-copy import: a [`ManagedTensor`] validated once as an array of `A`
+/// with dimension `D`.
+///
+/// ndarray's storage traits are sealed, so an `Array` cannot own foreign memory; this
+/// wrapper holds the tensor (its deleter runs when the wrapper drops) and lends views.
+///
+/// ```
+/// use dlpack_core::{DLPackArray, ToDLPack};
+/// use ndarray::{array, Ix1};
+///
+/// let t = array![1.0f32, 2.0, 3.0].to_dlpack()?;
+/// let mut a = DLPackArray::<f32, Ix1>::new(t)?;
+/// a.view_mut()?[0] = 10.0;
+/// assert_eq!(a.view().sum(), 15.0);
+/// let owned = a.into_owned()?; // our own export: no copy
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+pub struct DLPackArray<A, D> {
+    views: Views<A, D>,
+    tensor: ManagedTensor,
+}
+
+/// The validated views: mutable when the tensor allows it, else read-only with the
+/// reason.
+enum Views<A, D> {
+    Mut(RawArrayViewMut<A, D>, RawArrayView<A, D>),
+    Const(RawArrayView<A, D>, Error),
+}
+
+// SAFETY:
+// - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
+// - `A: Element` is `Send`, and moving the wrapper moves no element.
+unsafe impl<A: Element, D: Dimension> Send for DLPackArray<A, D> {}
+// SAFETY:
+// - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
+// - `tensor` is `Sync`.
+unsafe impl<A: Element, D: Dimension> Sync for DLPackArray<A, D> {}
+
+impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
+    /// Validates `tensor` as [`ManagedTensor::as_array`] does and keeps it. On error the
+    /// tensor is dropped (its deleter runs).
+    pub fn new(tensor: ManagedTensor) -> Result<Self> {
+        let views = match tensor.validate::<A, D>(true) {
+            Ok(valid) => Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
+            Err(why @ (Error::ReadOnly | Error::NotExclusive | Error::OverlappingStrides)) => {
+                Views::Const(tensor.validate::<A, D>(false)?.into_raw_view(), why)
+            }
+            Err(other) => return Err(other),
+        };
+        Ok(Self { views, tensor })
+    }
+
+    fn raw_view(&self) -> RawArrayView<A, D> {
+        match &self.views {
+            Views::Mut(_, raw) | Views::Const(raw, _) => raw.clone(),
+        }
+    }
+
+    /// A read-only view.
+    pub fn view(&self) -> ArrayView<'_, A, D> {
+        // SAFETY: the view passed `validate` (see `ManagedTensor::as_array`), and it
+        // borrows `self`, which owns the tensor.
+        unsafe { self.raw_view().deref_into_view() }
+    }
+
+    /// A mutable view; an error if the tensor is shared ([`Error::NotExclusive`]),
+    /// `READ_ONLY`, or its strides alias.
+    pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>> {
+        match &self.views {
+            // SAFETY: validated as writable without aliasing (see
+            // `ManagedTensor::as_array_mut`), and `&mut self` excludes every other view
+            // borrowed from us.
+            Views::Mut(raw, _) => Ok(unsafe { raw.clone().deref_into_view_mut() }),
+            Views::Const(_, why) => Err(why.clone()),
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        match &self.views {
+            Views::Mut(_, raw) | Views::Const(raw, _) => raw.shape(),
+        }
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// Gives back the tensor.
+    pub fn into_inner(self) -> ManagedTensor {
+        self.tensor
+    }
+
+    /// An owned `Array`: our own `Array` export comes back without a copy; anything
+    /// else is copied into standard layout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AllocationFailed`] when the copy cannot be allocated (a broadcast
+    /// tensor can describe far more elements than memory holds); the tensor is dropped.
+    pub fn into_owned(self) -> Result<Array<A, D>> {
+        let raw = self.raw_view();
+        match reclaim::<A, D>(self.tensor) {
+            Ok(array) => Ok(array),
+            Err(tensor) => {
+                // SAFETY: `raw` still describes `tensor`'s memory, alive until it drops
+                // below, after the copy.
+                let view = unsafe { raw.deref_into_view() };
+                let owned = copy_standard(view);
+                drop(tensor);
+                owned
+            }
+        }
+    }
+}
+
+impl<A: Element + fmt::Debug, D: Dimension + 'static> fmt::Debug for DLPackArray<A, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DLPackArray")
+            .field("array", &self.view())
+            .field("tensor", &self.tensor)
+            .finish()
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> TryFrom<ManagedTensor> for DLPackArray<A, D> {
+    type Error = Error;
+    fn try_from(tensor: ManagedTensor) -> Result<Self> {
+        Self::new(tensor)
+    }
+}

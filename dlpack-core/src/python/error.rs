@@ -1,0 +1,68 @@
+//! [`Error`] to the exception NumPy raises in the same situation.
+
+use pyo3::exceptions::{PyBufferError, PyKeyError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::dtype::DataType;
+use crate::error::Error;
+use crate::ffi::DLDataTypeCode;
+
+impl From<Error> for PyErr {
+    /// The exception NumPy raises in the same situation: `BufferError` when data cannot
+    /// be exchanged through DLPack (unsupported device, version, lanes or element type, a
+    /// malformed or misaligned header, a read-only tensor asked for as a legacy capsule),
+    /// `TypeError` when a supported element type or the rank differs from the Rust
+    /// type's, `KeyError` for a missing batch entry, and `ValueError` otherwise. Errors
+    /// about a named tensor of a batch are classified by their cause and keep the name
+    /// in the message.
+    fn from(err: Error) -> Self {
+        let message = err.to_string();
+        match err.root() {
+            Error::UnsupportedDevice { .. }
+            | Error::UnsupportedVersion { .. }
+            | Error::UnsupportedLanes { .. }
+            | Error::ReadOnlyLegacy
+            | Error::NullPointer { .. }
+            | Error::Misaligned { .. }
+            | Error::NegativeNdim { .. }
+            | Error::NullData { .. } => PyBufferError::new_err(message),
+            Error::DtypeMismatch { found, .. } if !is_standard_dtype(*found) => {
+                PyBufferError::new_err(message)
+            }
+            Error::DtypeMismatch { .. } | Error::NdimMismatch { .. } => {
+                PyTypeError::new_err(message)
+            }
+            Error::MissingTensor { .. } => PyKeyError::new_err(message),
+            Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
+            Error::NotExclusive => PyBufferError::new_err(message),
+            _ => PyValueError::new_err(message),
+        }
+    }
+}
+
+/// Whether `dtype` is one that NumPy, PyTorch or JAX exchange through DLPack (a
+/// scalar bool, integer, IEEE or brain float, or complex of a standard width): a
+/// mismatch with it is the caller's type error, while any other type cannot be
+/// exchanged at all.
+fn is_standard_dtype(dtype: DataType) -> bool {
+    let bits = dtype.bits();
+    dtype.lanes() == 1
+        && match dtype.code() {
+            DLDataTypeCode::kDLBool => bits == 8,
+            DLDataTypeCode::kDLInt | DLDataTypeCode::kDLUInt => matches!(bits, 8 | 16 | 32 | 64),
+            DLDataTypeCode::kDLFloat => matches!(bits, 16 | 32 | 64),
+            DLDataTypeCode::kDLBfloat => bits == 16,
+            DLDataTypeCode::kDLComplex => matches!(bits, 64 | 128),
+            _ => false,
+        }
+}
+
+pub(super) fn buffer_error(message: impl Into<String>) -> PyErr {
+    PyBufferError::new_err(message.into())
+}
+/// The name of an object's type, for messages.
+pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "an object".to_owned(), |n| n.to_string())
+}

@@ -1,0 +1,252 @@
+//! One `__dlpack__` call: what it asks for ([`Request`]), and the header it gets (over
+//! the tensor's own data, or over a copy).
+
+use std::sync::Arc;
+
+use ndarray::IxDyn;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyTuple};
+
+use crate::device::Device;
+use crate::dtype::{DataType, Element};
+use crate::error::Error;
+use crate::ffi::{
+    DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::layout;
+use crate::tensor::{Abi, Desc, ManagedTensor, build};
+use crate::traits::ToDLPack;
+
+use super::capsule::into_capsule;
+use super::error::{buffer_error, type_name};
+
+/// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
+fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {
+    let (a, b) = two(arg)?;
+    match (a.extract(), b.extract()) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        _ => Err(not_two_integers()),
+    }
+}
+
+/// The major version of a `max_version=(major, minor)` argument: a tuple of two
+/// integers, like [`pair`]'s, of which only the major matters.
+fn major_version(arg: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let (major, minor) = two(arg)?;
+    if !minor.is_instance_of::<PyInt>() && minor.extract::<i64>().is_err() {
+        return Err(not_two_integers());
+    }
+    major.extract().map_err(|_| not_two_integers())
+}
+
+/// The two items of a tuple of length two.
+fn two<'a, 'py>(
+    arg: &'a Bound<'py, PyAny>,
+) -> PyResult<(Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> {
+    let mut items = arg
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|t| t.len() == 2)
+        .map(|t| t.iter_borrowed())
+        .into_iter()
+        .flatten();
+    match (items.next(), items.next()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(PyTypeError::new_err(format!(
+            "expected None or a tuple of two integers, got {}",
+            type_name(arg)
+        ))),
+    }
+}
+
+fn not_two_integers() -> PyErr {
+    PyTypeError::new_err("expected None or a tuple of two integers")
+}
+
+/// The keyword arguments of one `__dlpack__` call, in [`KEYWORDS`] order, `None` where
+/// absent.
+#[derive(Default)]
+pub(super) struct DlpackArgs<'a, 'py> {
+    pub(super) values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
+}
+
+/// The keyword arguments of `__dlpack__`, in [`DlpackArgs`] order.
+pub(super) const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+
+impl<'a, 'py> DlpackArgs<'a, 'py> {
+    /// Reads the request from the arguments: `stream` may be anything, `max_version`
+    /// and `dl_device` `None` or a tuple of two integers, `copy` `None` or a `bool`.
+    pub(super) fn request(&self) -> PyResult<Request> {
+        let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
+        let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
+        let major: Option<i64> = max_version.map(|v| major_version(&v)).transpose()?;
+        let dl_device: Option<(i32, i32)> = dl_device.map(|v| pair(&v)).transpose()?;
+        let copy = copy
+            .map(|v| {
+                v.extract::<bool>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "copy must be None or a bool, got {}",
+                        type_name(&v)
+                    ))
+                })
+            })
+            .transpose()?;
+        Ok(Request {
+            stream: stream.is_some(),
+            legacy: major.is_none_or(|major| major < 1),
+            dl_device: dl_device.map(|(ty, id)| Device::new(DLDeviceType(ty), id)),
+            copy,
+        })
+    }
+}
+
+/// What a `__dlpack__` caller asked for.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Request {
+    stream: bool,
+    legacy: bool,
+    dl_device: Option<Device>,
+    copy: Option<bool>,
+}
+
+/// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
+/// capsule.
+pub(super) fn export<'py>(
+    py: Python<'py>,
+    shared: &Arc<ManagedTensor>,
+    request: Request,
+) -> PyResult<Bound<'py, PyAny>> {
+    let tensor = &**shared;
+    let own = tensor.device();
+    if request.stream && own.device_type == DLDeviceType::kDLCPU {
+        return Err(PyValueError::new_err(
+            "only stream=None is supported for a CPU tensor",
+        ));
+    }
+    // Where the consumer wants the data, as the header will say.
+    let device = match request.dl_device {
+        None => own,
+        Some(wanted) if wanted == own => own,
+        Some(wanted) if wanted == Device::CPU && own.is_cpu_accessible() => Device::CPU,
+        Some(wanted) => {
+            return Err(buffer_error(format!(
+                "unsupported device requested: cannot export a tensor on {own} to {wanted}"
+            )));
+        }
+    };
+    let needs_copy = request.legacy && tensor.is_read_only();
+    let copy = match request.copy {
+        Some(true) => true,
+        Some(false) if needs_copy => {
+            return Err(buffer_error(
+                "a read-only tensor can only be exported as a legacy (unversioned) DLPack \
+                 capsule by copying, and copy=False forbids that; ask for max_version=(1, 0)",
+            ));
+        }
+        Some(false) => false,
+        None => needs_copy,
+    };
+    let (owner, device, flags) = if copy {
+        if !own.is_cpu_accessible() {
+            return Err(buffer_error(format!(
+                "cannot copy a tensor on {own}: only CPU-accessible memory can be copied"
+            )));
+        }
+        // A copy lives in ordinary host memory: it can be sent to `None` (the consumer
+        // follows the data) or to the CPU, not to another kind of device.
+        if let Some(wanted) = request.dl_device.filter(|&d| d != Device::CPU) {
+            return Err(buffer_error(format!(
+                "unsupported device requested: a copy is made on cpu:0, not {wanted}"
+            )));
+        }
+        let copied = Arc::new(copy_tensor(tensor)?);
+        (copied, Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED)
+    } else {
+        let flags = tensor.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
+        (Arc::clone(shared), device, flags)
+    };
+    // A legacy header cannot say "read-only": the rules above copy or refuse first.
+    if request.legacy && flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+        return Err(Error::ReadOnlyLegacy.into());
+    }
+    let header = if request.legacy {
+        header::<DLManagedTensor>(owner, device, flags)
+    } else {
+        header::<DLManagedTensorVersioned>(owner, device, flags)
+    };
+    into_capsule(py, header?)
+}
+
+/// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
+/// alive.
+fn header<M: Abi>(
+    owner: Arc<ManagedTensor>,
+    device: Device,
+    flags: u64,
+) -> PyResult<ManagedTensor> {
+    // Fold `byte_offset` into the pointer where addresses are plain byte addresses:
+    // older PyTorch ignores `byte_offset` on import.
+    let flat = device.is_cpu_accessible()
+        || matches!(
+            device.device_type,
+            DLDeviceType::kDLCUDA | DLDeviceType::kDLROCM
+        );
+    let ndim = owner.ndim();
+    let describe = move |owner: &mut Arc<ManagedTensor>, shape: &mut [i64], strides: &mut [i64]| {
+        let source = &**owner;
+        shape.copy_from_slice(source.shape());
+        match source.strides() {
+            Some(given) => strides.copy_from_slice(given),
+            None => layout::c_strides(shape, strides),
+        }
+        Ok(Desc {
+            data: if flat {
+                source.data_ptr()
+            } else {
+                source.data()
+            },
+            dtype: source.dtype(),
+            device,
+            byte_offset: if flat { 0 } else { source.byte_offset() },
+            flags,
+        })
+    };
+    // SAFETY:
+    // - the shape, strides, dtype and data pointer are the source's own, read from the
+    //   owner `Arc` at its final address (plus its `byte_offset` when folded, which is
+    //   where its first element lies); the `Arc` keeps the source alive, so its
+    //   producer keeps that memory valid until the last `Arc` is dropped, by this
+    //   header's deleter or elsewhere; `device` is the source's own, or the CPU when
+    //   the CPU can access it;
+    // - writes: `flags` keeps the source's `READ_ONLY` bit, and `export` asks for a
+    //   legacy header (which cannot carry flags) only over writable or freshly copied
+    //   data. Other holders of the same `Arc` may write the same memory, as other
+    //   holders of a NumPy array may: a Python consumer is never promised exclusive
+    //   access (see "Import safety" in the crate documentation).
+    Ok(unsafe { build::<M, Arc<ManagedTensor>>(owner, ndim, describe) }?)
+}
+
+/// A copy of a CPU-accessible tensor into a fresh C-order buffer (a versioned tensor,
+/// writable, on the CPU).
+fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
+    fn copy<A: Element>(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
+        let view = tensor.as_array::<A, IxDyn>()?;
+        Ok(crate::interop::ndarray::copy_standard(view)?.to_dlpack()?)
+    }
+    let dtype = tensor.dtype();
+    macro_rules! dispatch {
+        ($ty:ty, $constant:ident, $name:literal) => {
+            if dtype == DataType::$constant {
+                return copy::<$ty>(tensor);
+            }
+        };
+    }
+    crate::for_each_element!(dispatch);
+    Err(unsupported_dtype(dtype))
+}
+
+fn unsupported_dtype(dtype: DataType) -> PyErr {
+    buffer_error(format!("unsupported dtype {dtype}: cannot copy it"))
+}

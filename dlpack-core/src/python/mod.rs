@@ -1,0 +1,140 @@
+//! Python interop (feature `pyo3`): DLPack capsules for NumPy, PyTorch, JAX and every
+//! other implementation of the Python array API's `__dlpack__` protocol.
+//!
+//! - A [`ManagedTensor`] returned to Python (any `#[pyfunction]` returning it, or
+//!   [`IntoPyObject`]) becomes a [`Tensor`]: an object with `__dlpack__` and
+//!   `__dlpack_device__`, so `numpy.from_dlpack(t)`, `torch.from_dlpack(t)` and
+//!   `jax.dlpack.from_dlpack(t)` take it without copying. Like a NumPy array it can be
+//!   exported any number of times; every capsule keeps the data alive on its own.
+//! - A [`TensorBatch`] becomes a `dict` of such objects: a PyTorch `state_dict` in all
+//!   but name, ready for `module.load_state_dict`.
+//! - Any object with `__dlpack__`, or a raw DLPack capsule, extracts into a
+//!   [`ManagedTensor`] ([`FromPyObject`], [`from_dlpack`]); any mapping of them into a
+//!   [`TensorBatch`].
+//! - [`Error`] converts into the exception NumPy raises in the same situation.
+//!
+//! ```no_run
+//! use dlpack_core::{ManagedTensor, ToDLPack, python::from_dlpack};
+//! use ndarray::{Array2, Ix2};
+//! use pyo3::prelude::*;
+//!
+//! /// An array made in Rust, handed to Python without a copy.
+//! #[pyfunction]
+//! fn make() -> PyResult<ManagedTensor> {
+//!     Ok(Array2::<f32>::eye(3).to_dlpack()?)
+//! }
+//!
+//! /// The sum of any `__dlpack__` array (NumPy, PyTorch, JAX, ...), read in place.
+//! #[pyfunction]
+//! fn total(x: ManagedTensor) -> PyResult<f32> {
+//!     Ok(x.as_array::<f32, Ix2>()?.sum())
+//! }
+//!
+//! # fn main() -> PyResult<()> {
+//! Python::attach(|py| {
+//!     let np = py.import("numpy")?;
+//!     let a = np.call_method1("ones", ((2, 3),))?;
+//!     let t = from_dlpack(&a)?; // the same as `a.extract::<ManagedTensor>()`
+//!     assert_eq!(t.shape(), &[2, 3]);
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! # The `__dlpack__` protocol, as [`Tensor`] implements it
+//!
+//! `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)` follows the
+//! Python array API standard:
+//!
+//! - `max_version` of `None` or a major version below 1 gets a legacy `"dltensor"`
+//!   capsule (`DLManagedTensor`; JAX asks this way), anything else a
+//!   `"dltensor_versioned"` capsule (`DLManagedTensorVersioned`, version 1.3) carrying
+//!   the tensor's `READ_ONLY` flag.
+//! - `copy=True` copies into a fresh C-order buffer (flagged `IS_COPIED` in a versioned
+//!   capsule); `copy=False` never copies; `copy=None` copies only when it must: a
+//!   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only.
+//!   With `copy=False` that case is a `BufferError`, as in NumPy.
+//! - `stream` must be `None` for a CPU tensor (`ValueError`, as NumPy). For other
+//!   devices it is accepted and ignored: this crate has no streams, so the producer of a
+//!   device tensor must have made its data ready before wrapping it.
+//! - `dl_device` may be `None`, the tensor's own device, or `(1, 0)` (CPU) when the CPU
+//!   can access the memory; anything else is a `BufferError`.
+//! - `__dlpack_device__()` returns the tensor's own `(device_type, device_id)`. A tensor
+//!   on a device the CPU cannot access exports fine as long as no copy is needed.
+//!
+//! A shared export (no copy) does not carry `IS_COPIED`, even if the tensor had it: the
+//! capsule's consumer shares the memory with every other consumer of the same object.
+//!
+//! `__dlpack__` runs once per exchange, so it is a method like those of CPython's own
+//! types (a vectorcall method descriptor reading its four keywords itself), not a
+//! `#[pymethods]` method: an export costs what NumPy's own costs (one allocation, one
+//! reference count, one capsule). Its deleter never needs the GIL.
+//!
+//! # Capsules and ownership
+//!
+//! Capsules are made with `PyCapsule_New` and static names. Their destructor calls the
+//! DLPack deleter only if the capsule was never consumed (still named `dltensor` or
+//! `dltensor_versioned`), exactly as the DLPack Python specification's reference code
+//! does. On import, a capsule is renamed `used_dltensor[_versioned]` immediately before
+//! ownership passes to the new [`ManagedTensor`] (whose `Drop` calls the deleter), so
+//! every deleter runs exactly once on every path; a capsule that is already used is an
+//! error, never a double free. A versioned capsule whose major version is not 1 is
+//! refused with a `BufferError` and left unrenamed, so its producer's destructor frees it.
+//!
+//! A capsule that a consumer tampered with is never freed on a guess: renamed to
+//! anything but its two DLPack names without being consumed, or with its pointer
+//! replaced (the destructor compares it with the capsule's context, set to the same
+//! pointer when the capsule is made), its tensor is leaked and the problem reported as
+//! an unraisable `RuntimeError`. The destructor never hands the dying capsule to
+//! Python (an unraisable hook that took a reference would run it again).
+//!
+//! Deleters may run on any thread. The deleter of a capsule made here only drops a
+//! reference count; when that frees a tensor imported from Python, the foreign deleter
+//! takes the GIL itself (NumPy and PyTorch do).
+//!
+//! # Soundness of imports
+//!
+//! Imports follow the crate's one rule (see "Import safety" in the
+//! [crate documentation](crate#import-safety)): a tensor imported from Python is
+//! *shared*, since the producer keeps its own handle (the NumPy array, the torch
+//! tensor, a [`Tensor`] exported twice), so it gives read-only views only and
+//! `as_array_mut` is an [`Error::NotExclusive`]. An import of a copy
+//! ([`from_dlpack_with`] with `copy` of `Some(true)`, or a capsule its producer flagged
+//! `IS_COPIED`) is exclusive. Like every DLPack consumer, an import trusts the
+//! protocol: a capsule named `dltensor_versioned` or `dltensor` must hold a valid
+//! managed tensor whose memory stays valid until its deleter runs; the header is
+//! checked, and views check layout, dtype and device.
+//!
+//! Capsules are consumed under the capsule's lock (a critical section, for
+//! free-threaded Python), so one capsule imported from several threads at once goes to
+//! exactly one of them. A foreign deleter may run Python code: dropping a tensor
+//! imported from Python keeps the interpreter's exception state as it was, and an
+//! exception that a deleter leaves set is reported as unraisable.
+
+//!
+//! # Layout of this module
+//!
+//! - `error`: [`Error`] to the exception NumPy raises;
+//! - `tensor`: the [`Tensor`] class, and `ManagedTensor`/`TensorBatch` into Python;
+//! - `fastcall`: `Tensor.__dlpack__` as a vectorcall method (where the ABI has it);
+//! - `export`: what a `__dlpack__` call asks for, and the header it gets;
+//! - `capsule`: capsule names, creation, destruction and consumption;
+//! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches.
+
+mod capsule;
+mod error;
+mod export;
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
+mod fastcall;
+mod import;
+mod tensor;
+
+pub use import::{from_dlpack, from_dlpack_with};
+pub use tensor::Tensor;
+
+pub(crate) use capsule::release_python_tensor;
+
+#[cfg(doc)]
+use crate::{Error, ManagedTensor, TensorBatch};
+#[cfg(doc)]
+use pyo3::{FromPyObject, IntoPyObject};

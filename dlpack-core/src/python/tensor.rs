@@ -1,0 +1,191 @@
+//! The [`Tensor`] class: a [`ManagedTensor`] as a Python object with `__dlpack__`, and
+//! [`ManagedTensor`] / [`TensorBatch`] into Python.
+
+use std::sync::Arc;
+
+use pyo3::IntoPyObject;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::tensor::ManagedTensor;
+use crate::tensor_batch::TensorBatch;
+
+/// A [`ManagedTensor`] as a Python object (`dlpack_core.Tensor`) that any DLPack
+/// consumer accepts: `numpy.from_dlpack`, `torch.from_dlpack`,
+/// `jax.dlpack.from_dlpack`, `array_api_strict.from_dlpack`, ...
+///
+/// Made by returning a [`ManagedTensor`] to Python, or with [`Tensor::new`]. Every
+/// `__dlpack__` call makes a new capsule that shares the data and keeps it alive; the
+/// tensor's deleter runs when the object and every capsule and consumer array made from
+/// it are gone. See the [module documentation](crate::python) for the protocol details.
+///
+/// Python attributes: `shape` and `strides` (tuples; `strides` in elements, `None` if the
+/// producer gave none), `ndim`, `dtype` (a NumPy-style name such as `"float32"`),
+/// `device` (such as `"cpu:0"`), `read_only`, and `data_ptr()` (the address of the first
+/// element).
+#[pyclass(frozen, module = "dlpack_core", name = "Tensor")]
+pub struct Tensor {
+    tensor: Arc<ManagedTensor>,
+}
+
+impl Tensor {
+    /// Wraps a tensor for Python.
+    pub fn new(tensor: ManagedTensor) -> Self {
+        Self {
+            tensor: Arc::new(tensor),
+        }
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// The shared handle of the tensor, which capsules made by `__dlpack__` also hold.
+    pub fn shared(&self) -> Arc<ManagedTensor> {
+        Arc::clone(&self.tensor)
+    }
+
+    /// The shared handle, borrowed.
+    pub(super) fn shared_ref(&self) -> &Arc<ManagedTensor> {
+        &self.tensor
+    }
+
+    fn repr(&self) -> String {
+        let t = &*self.tensor;
+        let shape = t
+            .shape()
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let comma = if t.ndim() == 1 { "," } else { "" };
+        let read_only = if t.is_read_only() {
+            ", read_only=True"
+        } else {
+            ""
+        };
+        format!(
+            "Tensor(shape=({shape}{comma}), dtype={}, device={}{read_only})",
+            t.dtype(),
+            t.device()
+        )
+    }
+}
+
+impl From<ManagedTensor> for Tensor {
+    fn from(tensor: ManagedTensor) -> Self {
+        Self::new(tensor)
+    }
+}
+
+#[pymethods]
+impl Tensor {
+    /// `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`: a
+    /// method descriptor with CPython's fastest calling convention (see `fastcall`).
+    #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
+    #[classattr]
+    #[pyo3(name = "__dlpack__")]
+    fn dlpack_method(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        super::fastcall::method_descriptor(py)
+    }
+
+    /// Exports the tensor as a DLPack capsule (Python array API `__dlpack__`). The
+    /// stable ABI before Python 3.10 has no vectorcall methods: PyO3 sorts the keywords
+    /// here, and the same `DlpackArgs::request` reads them.
+    #[cfg(all(Py_LIMITED_API, not(Py_3_10)))]
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = super::export::DlpackArgs {
+            values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
+        };
+        super::export::export(py, &self.tensor, args.request()?)
+    }
+
+    /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let device = self.tensor.device();
+        (device.device_type.0, device.device_id)
+    }
+
+    /// The extents.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.shape())
+    }
+
+    /// The strides in elements, or `None` (C-contiguous) if the producer gave none.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.tensor
+            .strides()
+            .map(|s| PyTuple::new(py, s))
+            .transpose()
+    }
+
+    /// The number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.tensor.ndim()
+    }
+
+    /// The element type, named as NumPy names it (`"float32"`, `"bool"`, ...).
+    #[getter]
+    fn dtype(&self) -> String {
+        self.tensor.dtype().to_string()
+    }
+
+    /// The device, as `"cpu:0"`, `"cuda:1"`, ...
+    #[getter]
+    fn device(&self) -> String {
+        self.tensor.device().to_string()
+    }
+
+    /// Whether the producer forbids writes.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.tensor.is_read_only()
+    }
+
+    /// The address of the first element.
+    fn data_ptr(&self) -> usize {
+        self.tensor.data_ptr() as usize
+    }
+
+    fn __repr__(&self) -> String {
+        self.repr()
+    }
+}
+
+impl<'py> IntoPyObject<'py> for ManagedTensor {
+    type Target = Tensor;
+    type Output = Bound<'py, Tensor>;
+    type Error = PyErr;
+
+    /// Wraps the tensor in a [`Tensor`] object; nothing is copied.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, Tensor>> {
+        Bound::new(py, Tensor::new(self))
+    }
+}
+
+impl<'py> IntoPyObject<'py> for TensorBatch {
+    type Target = PyDict;
+    type Output = Bound<'py, PyDict>;
+    type Error = PyErr;
+
+    /// A `dict` from name to [`Tensor`], in batch order; nothing is copied.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (name, tensor) in self {
+            dict.set_item(name, tensor)?;
+        }
+        Ok(dict)
+    }
+}
