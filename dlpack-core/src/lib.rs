@@ -224,3 +224,8 @@ pub use dlpack_derive::FromDLPack;
 
 #[doc(hidden)]
 pub mod __private;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "derive", feature = "ndarray"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -80,6 +80,17 @@ impl Field<'_> {
     pub(crate) fn is_flattened(&self) -> bool {
         self.attrs.flatten.is_some()
     }
+
+    /// The prefix of the field's tensors in generated code: `__prefix` itself when
+    /// flattened, else `&_dlpack::__private::join_name(__prefix, "name")`.
+    pub(crate) fn prefix(&self) -> proc_macro2::TokenStream {
+        if self.is_flattened() {
+            return quote::quote!(__prefix);
+        }
+        let private = crate::dummy::private();
+        let name = self.name();
+        quote::quote!(&#private::join_name(__prefix, #name))
+    }
 }
 
 impl<'a> Input<'a> {

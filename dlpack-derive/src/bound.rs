@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
 use syn::{
     GenericArgument, Generics, Ident, PathArguments, PredicateType, ReturnType, TraitBound,
-    TraitBoundModifier, Type, TypeParamBound, WherePredicate,
+    TraitBoundModifiers, Type, TypeParamBound, WherePredicate,
 };
 
 use crate::ast::{Field, Input};
@@ -64,11 +64,13 @@ fn predicate(field: &Field<'_>, bound: &str) -> WherePredicate {
     let span = field.ty.span();
     let bound = TypeParamBound::Trait(TraitBound {
         paren_token: None,
-        modifier: TraitBoundModifier::None,
         lifetimes: None,
+        modifiers: TraitBoundModifiers::default(),
+        maybe: None,
         path: dummy::private_path(bound, span),
     });
     WherePredicate::Type(PredicateType {
+        attrs: Vec::new(),
         lifetimes: None,
         bounded_ty: field.ty.clone(),
         colon_token: syn::Token![:](span),
@@ -97,7 +99,7 @@ impl<'a> ParamsInScope<'a> {
     fn crawl(&self, ty: &Type) -> bool {
         match ty {
             Type::Array(ty) => self.crawl(&ty.elem),
-            Type::BareFn(ty) => {
+            Type::FnPtr(ty) => {
                 ty.inputs.iter().any(|arg| self.crawl(&arg.ty)) || self.crawl_return(&ty.output)
             }
             Type::Group(ty) => self.crawl(&ty.elem),
@@ -146,7 +148,7 @@ impl<'a> ParamsInScope<'a> {
                 })
             }
             PathArguments::Parenthesized(arguments) => {
-                arguments.inputs.iter().any(|ty| self.crawl(ty))
+                arguments.inputs.iter().any(|arg| self.crawl(&arg.ty))
                     || self.crawl_return(&arguments.output)
             }
         }

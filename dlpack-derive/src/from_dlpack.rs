@@ -29,12 +29,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
                 <#ty as #private::Default>::default()
             };
         }
-        let prefix = if field.is_flattened() {
-            quote!(__prefix)
-        } else {
-            let name = field.name();
-            quote!(&#private::join_name(__prefix, #name))
-        };
+        let prefix = field.prefix();
         quote_spanned! {ty.span()=>
             <#ty as #private::FromDLPack>::from_dlpack_in(#prefix, __batch)?
         }

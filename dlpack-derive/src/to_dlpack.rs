@@ -27,12 +27,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
         .map(|field| {
             let ty = field.ty;
             let member = &field.member;
-            let prefix = if field.is_flattened() {
-                quote!(__prefix)
-            } else {
-                let name = field.name();
-                quote!(&#private::join_name(__prefix, #name))
-            };
+            let prefix = field.prefix();
             quote_spanned! {ty.span()=>
                 <#ty as #private::ToDLPack>::to_dlpack_into(self.#member, #prefix, __batch)?;
             }

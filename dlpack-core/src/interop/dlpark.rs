@@ -11,6 +11,20 @@ use crate::error::{Error, ReadOnlyLegacyError, Result};
 use crate::ffi;
 use crate::tensor::ManagedTensor;
 
+// The hand-offs below rest on three facts, stated here once:
+//
+// (A) ABI: the two crates' mirrors of `dlpack.h` are the same C structs (asserted
+//     below), so a pointer to one is a valid pointer to the other, and either crate's
+//     deleter type accepts the other's struct.
+// (B) Ownership: a pointer from `into_raw` on either side carries the duty to call the
+//     deleter once; the receiving handle takes that duty over, and the deleter, an
+//     `extern "C"` function, cannot unwind.
+// (C) Threads and headers: both crates let any thread call the deleter
+//     (`ManagedTensor: Send`, dlpark's `ManagedTensorBase` contract), and both require
+//     that the header, shape and strides stay readable and unchanged until the
+//     deleter runs (`ManagedTensor::from_raw`, `dlpark::Managed::from_raw`; this
+//     crate's own headers keep them in the allocation the deleter frees).
+//
 // The two crates' mirrors of `dlpack.h` must be the same C structs: same sizes,
 // alignments and field offsets, and field types whose every bit pattern is valid on
 // both sides (integers, raw pointers, `Option` of a function pointer, and dlpark's
@@ -68,17 +82,11 @@ impl ManagedTensor {
     pub fn into_dlpark(self) -> versioned::Dlpack {
         let raw = self.into_raw();
         // SAFETY:
-        // - `raw` points to an initialised `DLManagedTensorVersioned` whose ownership
-        //   `into_raw` gave up to us; dlpark's struct of the same name has the same
-        //   layout and accepts every value of ours (checked at compile time above);
-        // - its shape and strides stay readable and unchanged until the deleter runs:
-        //   `ManagedTensor::from_raw` required that of foreign producers, and this
-        //   crate's own headers keep them in the allocation that the deleter frees;
-        // - the deleter is called at most once from here on, by dlpark's handle; it is
-        //   an `extern "C"` function, which cannot unwind (a panic aborts), and it
-        //   takes a pointer to an ABI-compatible struct;
-        // - it may be called from any thread, as `ManagedTensor: Send` already
-        //   requires.
+        // - `raw` is an initialised `DLManagedTensorVersioned` that `into_raw` gave up
+        //   to us, and a valid dlpark struct (A);
+        // - dlpark's handle now calls the deleter, once (B);
+        // - header, shape and strides stay valid until then, and any thread may call
+        //   the deleter (C).
         match unsafe { versioned::Dlpack::from_raw(raw.cast::<dp::DLManagedTensorVersioned>()) } {
             Ok(dlpack) => dlpack,
             // `into_raw` never returns NULL, and every `ManagedTensor` has major
@@ -103,14 +111,11 @@ impl ManagedTensor {
     pub fn into_dlpark_legacy(self) -> Result<legacy::Dlpack, ReadOnlyLegacyError> {
         let raw = self.into_raw_legacy()?;
         // SAFETY:
-        // - `raw` points to an initialised `DLManagedTensor` whose ownership
-        //   `into_raw_legacy` gave up to us; dlpark's struct of the same name has the
-        //   same layout and accepts every value of ours (checked at compile time);
-        // - its shape and strides stay readable and unchanged until the deleter runs
-        //   (the `ManagedTensor` invariant, see `into_dlpark`);
-        // - the deleter is called at most once from here on, by dlpark's handle; it
-        //   cannot unwind and takes a pointer to an ABI-compatible struct;
-        // - it may be called from any thread, as `ManagedTensor: Send` requires.
+        // - `raw` is an initialised `DLManagedTensor` that `into_raw_legacy` gave up to
+        //   us, and a valid dlpark struct (A);
+        // - dlpark's handle now calls the deleter, once (B);
+        // - header, shape and strides stay valid until then, and any thread may call
+        //   the deleter (C).
         match unsafe { legacy::Dlpack::from_raw(raw.cast::<dp::DLManagedTensor>()) } {
             Ok(dlpack) => Ok(dlpack),
             // A legacy tensor has no version to reject, and `raw` is never NULL.
@@ -151,14 +156,12 @@ impl ManagedTensor {
     pub unsafe fn from_dlpark(tensor: versioned::Dlpack) -> Result<Self> {
         let raw = tensor.into_raw().cast::<ffi::DLManagedTensorVersioned>();
         // SAFETY:
-        // - `raw` points to an initialised, aligned `DLManagedTensorVersioned` (a
-        //   dlpark handle holds nothing else) whose ownership `into_raw` gave up to
-        //   us; our struct has the same layout and accepts every value of dlpark's;
-        // - the shape and strides stay readable and unchanged until the deleter
-        //   runs, as `dlpark::Managed::from_raw` requires of whoever made the handle;
-        // - the data requirements are the caller's (this function's `# Safety`);
-        // - the deleter is called at most once from here on, by the `ManagedTensor`,
-        //   and dlpark's `ManagedTensorBase` contract lets any thread call it.
+        // - `raw` is an initialised, aligned `DLManagedTensorVersioned` (a dlpark
+        //   handle holds nothing else) that `into_raw` gave up to us (A);
+        // - the `ManagedTensor` now calls the deleter, once (B);
+        // - header, shape and strides stay valid until then, and any thread may call
+        //   the deleter (C);
+        // - the data requirements are the caller's (this function's `# Safety`).
         unsafe { Self::from_raw(raw) }
     }
 
@@ -182,14 +185,12 @@ impl ManagedTensor {
     pub unsafe fn from_dlpark_legacy(tensor: legacy::Dlpack) -> Result<Self> {
         let raw = tensor.into_raw().cast::<ffi::DLManagedTensor>();
         // SAFETY:
-        // - `raw` points to an initialised, aligned `DLManagedTensor` whose ownership
-        //   `into_raw` gave up to us; our struct has the same layout and accepts
-        //   every value of dlpark's;
-        // - the shape and strides stay readable and unchanged until the deleter
-        //   runs, as `dlpark::Managed::from_raw` requires of whoever made the handle;
-        // - the data requirements, writes included, are the caller's;
-        // - the deleter is called at most once from here on, by the `ManagedTensor`,
-        //   and dlpark's `ManagedTensorBase` contract lets any thread call it.
+        // - `raw` is an initialised, aligned `DLManagedTensor` that `into_raw` gave up
+        //   to us (A);
+        // - the `ManagedTensor` now calls the deleter, once (B);
+        // - header, shape and strides stay valid until then, and any thread may call
+        //   the deleter (C);
+        // - the data requirements, writes included, are the caller's.
         unsafe { Self::from_raw_legacy(raw) }
     }
 }

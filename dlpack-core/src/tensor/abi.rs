@@ -75,6 +75,32 @@ pub(crate) trait Abi: sealed::Sealed + Sized + 'static {
     unsafe fn deleter_of(ptr: NonNull<Self>) -> Option<unsafe extern "C" fn(*mut Self)>;
 }
 
+/// The accessors of the fields both structs have, under the same names.
+macro_rules! common_fields {
+    () => {
+        fn dl_tensor(&self) -> &DLTensor {
+            &self.dl_tensor
+        }
+
+        fn manager_ctx(&self) -> *mut c_void {
+            self.manager_ctx
+        }
+
+        fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+            self.deleter
+        }
+
+        unsafe fn deleter_of(ptr: NonNull<Self>) -> Option<unsafe extern "C" fn(*mut Self)> {
+            // SAFETY:
+            // - the caller guarantees `ptr` is readable and aligned;
+            // - only the field is read, no reference to the whole struct is made, and a
+            //   versioned struct keeps `deleter` in the prefix (`version`,
+            //   `manager_ctx`, `deleter`) that every major version keeps stable.
+            unsafe { (*ptr.as_ptr()).deleter }
+        }
+    };
+}
+
 impl Abi for DLManagedTensorVersioned {
     const OWN_DELETER: unsafe extern "C" fn(*mut Self) = header::delete_versioned;
 
@@ -97,18 +123,6 @@ impl Abi for DLManagedTensorVersioned {
         Raw::Versioned(ptr)
     }
 
-    fn dl_tensor(&self) -> &DLTensor {
-        &self.dl_tensor
-    }
-
-    fn manager_ctx(&self) -> *mut c_void {
-        self.manager_ctx
-    }
-
-    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
-        self.deleter
-    }
-
     fn flags(&self) -> u64 {
         self.flags
     }
@@ -117,14 +131,7 @@ impl Abi for DLManagedTensorVersioned {
         Some(self.version)
     }
 
-    unsafe fn deleter_of(ptr: NonNull<Self>) -> Option<unsafe extern "C" fn(*mut Self)> {
-        // SAFETY:
-        // - the caller guarantees `ptr` is readable and aligned;
-        // - `deleter` lies in the prefix (`version`, `manager_ctx`, `deleter`) that the
-        //   standard keeps stable across major versions, and no reference to the whole
-        //   struct is made.
-        unsafe { (*ptr.as_ptr()).deleter }
-    }
+    common_fields!();
 }
 
 impl Abi for DLManagedTensor {
@@ -147,18 +154,6 @@ impl Abi for DLManagedTensor {
         Raw::Legacy(ptr)
     }
 
-    fn dl_tensor(&self) -> &DLTensor {
-        &self.dl_tensor
-    }
-
-    fn manager_ctx(&self) -> *mut c_void {
-        self.manager_ctx
-    }
-
-    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
-        self.deleter
-    }
-
     fn flags(&self) -> u64 {
         0
     }
@@ -167,11 +162,7 @@ impl Abi for DLManagedTensor {
         None
     }
 
-    unsafe fn deleter_of(ptr: NonNull<Self>) -> Option<unsafe extern "C" fn(*mut Self)> {
-        // SAFETY: the caller guarantees `ptr` is readable and aligned; only the field is
-        // read.
-        unsafe { (*ptr.as_ptr()).deleter }
-    }
+    common_fields!();
 }
 
 /// Releases a managed tensor: calls its deleter once, or nothing when it is NULL. Every

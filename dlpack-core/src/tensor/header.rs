@@ -22,8 +22,8 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 
-use super::ManagedTensor;
-use super::abi::Abi;
+use super::abi::{Abi, Raw, with_abi};
+use super::{HeaderRef, ManagedTensor};
 
 /// What a header's `describe` callback reports about the data (the shape and strides
 /// it writes in place).
@@ -281,4 +281,78 @@ unsafe fn delete_own<M: Abi>(managed: *mut M) {
     let release = unsafe { (*managed.cast::<Head<M>>()).meta.release };
     // SAFETY: `release` was made for this header's owner type; it runs once.
     unsafe { release(managed.cast()) };
+}
+
+/// Our own headers, seen from the handle: the owner's type, the owner itself, and the
+/// zero-copy way back to it.
+impl ManagedTensor {
+    /// Whether this crate allocated the header (see `is_own`).
+    #[inline]
+    pub(crate) fn is_own(&self) -> bool {
+        match (self.raw(), self.header()) {
+            (Raw::Versioned(ptr), HeaderRef::Versioned(m)) => is_own(ptr, m),
+            (Raw::Legacy(ptr), HeaderRef::Legacy(m)) => is_own(ptr, m),
+            _ => false,
+        }
+    }
+
+    /// The owner value of a tensor made by this crate with owner type `O`; `None` for
+    /// any other tensor. Crate-internal: a public `&O` could reach the data through an
+    /// owner's interior mutability while views borrowed from the tensor read it.
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
+        // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
+        // `self` and is only moved out by `into_owner`, which consumes `self`.
+        self.owner_ptr::<O>().map(|owner| unsafe { owner.as_ref() })
+    }
+
+    /// The owner type of a tensor made by this crate; `None` for any other tensor.
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn owner_type(&self) -> Option<core::any::TypeId> {
+        if !self.is_own() {
+            return None;
+        }
+        // SAFETY: `is_own` proved the pointer is a live header made by `build`.
+        Some(with_abi!(self.raw(), ptr => unsafe { owner_type(ptr) }))
+    }
+
+    /// Where the owner of a tensor made by this crate with owner type `O` lives.
+    #[inline]
+    fn owner_ptr<O: 'static>(&self) -> Option<NonNull<O>> {
+        if !self.is_own() {
+            return None;
+        }
+        // SAFETY: `is_own` proved the pointer is a live header made by `build`, whose
+        // owner stays in place while `self` lives.
+        with_abi!(self.raw(), ptr => unsafe { owner::<_, O>(ptr) })
+    }
+
+    /// Takes the owner value back out of a tensor made by this crate with owner type `O`
+    /// ([`from_owner`](Self::from_owner), [`from_buffer`](Self::from_buffer); array
+    /// exports own an `Array<A, D>` or a shared `ArcArray<A, D>`), freeing the header
+    /// without running the deleter: the zero-copy way back for custom containers. Any
+    /// other tensor comes back in `Err`.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let t = ManagedTensor::from_buffer(vec![1u8, 2, 3], 0, &[3], &[1])?;
+    /// let t = t.into_owner::<Box<[u8]>>().unwrap_err(); // not that type
+    /// let pixels: Vec<u8> = t.into_owner().unwrap();
+    /// assert_eq!(pixels, [1, 2, 3]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
+        if self.owner_ptr::<O>().is_none() {
+            return Err(self);
+        }
+        let this = ManuallyDrop::new(self);
+        // SAFETY:
+        // - `owner_ptr::<O>` proved the pointer is a live header made by `build` whose
+        //   owner has type `O`;
+        // - `this` is never dropped, so the deleter never runs and the header is not
+        //   used again.
+        Ok(with_abi!(this.raw(), ptr => unsafe { take::<_, O>(ptr) }))
+    }
 }

@@ -4,9 +4,11 @@
 //!   raw delete;
 //! - `header`: the single-allocation header of every tensor this crate makes, and how
 //!   it is recognised;
-//! - `producer`: `from_buffer` and `from_owner`, for users' own containers.
+//! - `producer`: `from_buffer` and `from_owner`, for users' own containers;
+//! - `adapter`: a tensor of one ABI wrapped in a header of the other.
 
 mod abi;
+mod adapter;
 mod header;
 mod producer;
 
@@ -25,6 +27,7 @@ use crate::ffi::{
 use crate::layout;
 
 pub(crate) use abi::{Abi, Raw, delete, with_abi};
+use adapter::{Adapter, wrap};
 pub(crate) use header::{Desc, build};
 
 /// An owned DLPack tensor: the one handle through which this crate holds a
@@ -91,7 +94,7 @@ unsafe impl Sync for ManagedTensor {}
 
 /// The header of a tensor, borrowed as the struct of its ABI.
 #[derive(Clone, Copy)]
-enum HeaderRef<'a> {
+pub(super) enum HeaderRef<'a> {
     Versioned(&'a DLManagedTensorVersioned),
     Legacy(&'a DLManagedTensor),
 }
@@ -254,7 +257,7 @@ impl ManagedTensor {
 
     /// The pointer, tagged with its ABI.
     #[inline]
-    fn raw(&self) -> Raw {
+    pub(super) fn raw(&self) -> Raw {
         if self.kind.has(Kind::LEGACY) {
             Raw::Legacy(self.ptr.cast())
         } else {
@@ -325,7 +328,7 @@ impl ManagedTensor {
     }
 
     #[inline]
-    fn header(&self) -> HeaderRef<'_> {
+    pub(super) fn header(&self) -> HeaderRef<'_> {
         match self.raw() {
             // SAFETY:
             // - the pointer is non-null, aligned and valid until the deleter runs (the
@@ -442,76 +445,6 @@ impl ManagedTensor {
     pub fn num_elements(&self) -> Result<usize> {
         layout::element_count(self.shape())
     }
-
-    /// Whether this crate allocated the header (see `header::is_own`).
-    #[inline]
-    pub(crate) fn is_own(&self) -> bool {
-        match (self.raw(), self.header()) {
-            (Raw::Versioned(ptr), HeaderRef::Versioned(m)) => header::is_own(ptr, m),
-            (Raw::Legacy(ptr), HeaderRef::Legacy(m)) => header::is_own(ptr, m),
-            _ => false,
-        }
-    }
-
-    /// The owner value of a tensor made by this crate with owner type `O`; `None` for
-    /// any other tensor. Crate-internal: a public `&O` could reach the data through an
-    /// owner's interior mutability while views borrowed from the tensor read it.
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
-    pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
-        // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
-        // `self` and is only moved out by `into_owner`, which consumes `self`.
-        self.owner_ptr::<O>().map(|owner| unsafe { owner.as_ref() })
-    }
-
-    /// The owner type of a tensor made by this crate; `None` for any other tensor.
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
-    #[inline]
-    pub(crate) fn owner_type(&self) -> Option<core::any::TypeId> {
-        if !self.is_own() {
-            return None;
-        }
-        // SAFETY: `is_own` proved the pointer is a live header made by `build`.
-        Some(with_abi!(self.raw(), ptr => unsafe { header::owner_type(ptr) }))
-    }
-
-    /// Where the owner of a tensor made by this crate with owner type `O` lives.
-    #[inline]
-    fn owner_ptr<O: 'static>(&self) -> Option<NonNull<O>> {
-        if !self.is_own() {
-            return None;
-        }
-        // SAFETY: `is_own` proved the pointer is a live header made by `build`, whose
-        // owner stays in place while `self` lives.
-        with_abi!(self.raw(), ptr => unsafe { header::owner::<_, O>(ptr) })
-    }
-
-    /// Takes the owner value back out of a tensor made by this crate with owner type `O`
-    /// ([`from_owner`](Self::from_owner), [`from_buffer`](Self::from_buffer); array
-    /// exports own an `Array<A, D>` or a shared `ArcArray<A, D>`), freeing the header
-    /// without running the deleter: the zero-copy way back for custom containers. Any
-    /// other tensor comes back in `Err`.
-    ///
-    /// ```
-    /// use dlpack_core::ManagedTensor;
-    ///
-    /// let t = ManagedTensor::from_buffer(vec![1u8, 2, 3], 0, &[3], &[1])?;
-    /// let t = t.into_owner::<Box<[u8]>>().unwrap_err(); // not that type
-    /// let pixels: Vec<u8> = t.into_owner().unwrap();
-    /// assert_eq!(pixels, [1, 2, 3]);
-    /// # Ok::<(), dlpack_core::Error>(())
-    /// ```
-    pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
-        if self.owner_ptr::<O>().is_none() {
-            return Err(self);
-        }
-        let this = ManuallyDrop::new(self);
-        // SAFETY:
-        // - `owner_ptr::<O>` proved the pointer is a live header made by `build` whose
-        //   owner has type `O`;
-        // - `this` is never dropped, so the deleter never runs and the header is not
-        //   used again.
-        Ok(with_abi!(this.raw(), ptr => unsafe { header::take::<_, O>(ptr) }))
-    }
 }
 
 impl Drop for ManagedTensor {
@@ -576,42 +509,4 @@ unsafe fn raw_slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     //   `len` initialised values valid for `'a`;
     // - `len` values were allocated by the producer, so their size fits `isize`.
     unsafe { core::slice::from_raw_parts(ptr, len) }
-}
-
-/// The owner of an ABI adapter: the tensor it wraps.
-struct Adapter(ManagedTensor);
-
-/// Wraps `inner` in a header of the other ABI; the wrapper's deleter drops `inner`.
-fn wrap<M: Abi>(inner: ManagedTensor) -> NonNull<M> {
-    let ndim = inner.ndim();
-    // SAFETY:
-    // - the shape, strides and description are the wrapped tensor's own, read at the
-    //   adapter's final address; its data pointer stays valid while `inner` (the owner)
-    //   lives, so its producer's guarantees carry over;
-    // - NULL strides become explicit C-contiguous ones, as DLPack 1.2+ requires.
-    let built = unsafe {
-        build::<M, Adapter>(Adapter(inner), ndim, |adapter, shape, strides| {
-            let t = &adapter.0;
-            shape.copy_from_slice(t.shape());
-            match t.strides() {
-                Some(given) => strides.copy_from_slice(given),
-                None => layout::c_strides(shape, strides),
-            }
-            Ok(Desc {
-                data: t.data(),
-                dtype: t.dtype(),
-                device: t.device(),
-                byte_offset: t.byte_offset(),
-                flags: t.flags(),
-            })
-        })
-    };
-    match built {
-        Ok(tensor) => match ManuallyDrop::new(tensor).raw() {
-            Raw::Versioned(ptr) => ptr.cast(),
-            Raw::Legacy(ptr) => ptr.cast(),
-        },
-        // A header of a few hundred bytes per dimension could not be allocated.
-        Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<M>()),
-    }
 }

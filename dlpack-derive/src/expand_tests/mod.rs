@@ -1,5 +1,5 @@
 //! Expansion snapshots: each input is expanded, pretty-printed and compared with the
-//! committed `<name>.expanded.rs` next to this file. Run with `DLPACK_BLESS=1` to write
+//! committed `tests/expand/<name>.expanded.rs`. Run with `DLPACK_BLESS=1` to write
 //! the current output instead, then review the diff.
 
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ fn check(expand: Expand, name: &str, input: TokenStream) {
     );
     let file: syn::File = syn::parse2(output).expect("expansion is a valid file");
     let actual = prettyplease::unparse(&file);
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "src", "expand_tests"]
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "expand"]
         .iter()
         .collect::<PathBuf>()
         .join(format!("{name}.expanded.rs"));

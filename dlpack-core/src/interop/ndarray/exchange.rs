@@ -158,47 +158,54 @@ fn stride_bits<S: ndarray::RawData, D: Dimension>(array: &ArrayBase<S, D>) -> D 
     bits
 }
 
+/// Exports an array that owns (or shares) its elements: the array is the owner, and
+/// its own shape and strides describe the tensor.
+///
+/// # Safety
+///
+/// As for [`export_owner`]: `data` returns element `[0, ...]` of the array's elements,
+/// which the array keeps alive and unmoved (moving an `ArrayBase` does not move its
+/// buffer), with the access `flags` allow.
+unsafe fn export_whole<S, A, D>(
+    array: ArrayBase<S, D>,
+    data: impl FnOnce(&mut ArrayBase<S, D>) -> *mut c_void,
+    flags: u64,
+) -> Result<ManagedTensor>
+where
+    S: Data<Elem = A> + Send + 'static,
+    A: Element,
+    D: Dimension + 'static,
+{
+    let dim = array.raw_dim();
+    let strides = stride_bits(&array);
+    // SAFETY: the caller's guarantees, for the array's own extents and strides, within
+    // which ndarray keeps every index in bounds.
+    unsafe { export_owner::<A, _>(array, data, dim.slice(), strides.slice(), flags) }
+}
+
 fn export_array<A: Element, D: Dimension + 'static>(
     array: Array<A, D>,
     flags: u64,
 ) -> Result<ManagedTensor> {
-    let dim = array.raw_dim();
-    let strides = stride_bits(&array);
     // SAFETY:
-    // - `as_mut_ptr` of an owned array is element `[0, ...]` of its own heap buffer,
-    //   and `dim`/`strides` are the array's: ndarray keeps every index in bounds;
-    // - moving an `Array` does not move its heap buffer, and the owner is untouched
-    //   until the deleter drops it;
+    // - `as_mut_ptr` of an owned array is element `[0, ...]` of its own heap buffer;
     // - the array owned its buffer uniquely, so nobody else accesses the elements.
-    unsafe {
-        export_owner::<A, _>(
-            array,
-            |a| a.as_mut_ptr().cast(),
-            dim.slice(),
-            strides.slice(),
-            flags,
-        )
-    }
+    unsafe { export_whole(array, |a| a.as_mut_ptr().cast(), flags) }
 }
 
 fn export_shared<A: Element, D: Dimension + 'static>(
     array: ArcArray<A, D>,
 ) -> Result<ManagedTensor> {
-    let dim = array.raw_dim();
-    let strides = stride_bits(&array);
     // SAFETY:
-    // - `as_ptr` is element `[0, ...]` of the shared buffer and `dim`/`strides` are the
-    //   array's, so every index is in bounds; the owner's `Arc` keeps the buffer alive
-    //   and moving it does not move the buffer;
+    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the owner's `Arc`
+    //   keeps alive;
     // - the tensor is `READ_ONLY`, and nobody else writes the buffer: `ArcArray` is
     //   copy-on-write, so any handle that mutates first copies, since ours keeps the
     //   reference count above one.
     unsafe {
-        export_owner::<A, _>(
+        export_whole(
             array,
             |a| a.as_ptr().cast_mut().cast(),
-            dim.slice(),
-            strides.slice(),
             DLPACK_FLAG_BITMASK_READ_ONLY,
         )
     }

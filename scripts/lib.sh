@@ -1,0 +1,48 @@
+# Shared by the scripts in this folder: source it, do not run it.
+#   root                 the repository's top folder
+#   step TEXT            prints a step header
+#   use_python_env       creates (once) and activates the cached venv of scripts/python-env,
+#                        for maturin, pytest and PyO3 builds
+#   use_python_libdir    lets test binaries that embed Python load this interpreter's
+#                        shared library (PYO3_PYTHON, or python3)
+#   build_extension      builds the test extension into the active venv (release mode;
+#                        DLPACK_EXTENSION_FEATURES adds cargo features)
+#   cargo_executables    runs `cargo ARGS --message-format=json` and prints the test and
+#                        bench executables it built (not examples or binaries), one per
+#                        line
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+use_python_env() {
+    local venv
+    venv="$("$root/scripts/python-env")"
+    export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" PYO3_PYTHON="$venv/bin/python"
+    unset CONDA_PREFIX PYTHONHOME
+}
+
+use_python_libdir() {
+    local python="${PYO3_PYTHON:-$(command -v python3)}" libdir
+    export PYO3_PYTHON="$python"
+    libdir="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"
+    export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+build_extension() {
+    local features="python${DLPACK_EXTENSION_FEATURES:+,$DLPACK_EXTENSION_FEATURES}"
+    (cd "$root/tests" && maturin develop --release --quiet --features "$features")
+}
+
+cargo_executables() {
+    cargo "$@" --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+        continue
+    if {"example", "bin"} & set(message["target"]["kind"]):
+        continue
+    print(message["executable"])
+'
+}
