@@ -48,8 +48,8 @@
 //! |---|---|
 //! | [`ffi`] | the `#[repr(C)]` DLPack 1.3 ABI, versioned and legacy: data only |
 //! | `dtype`, `device` | [`DataType`], [`Element`] (and [`for_each_element!`]), [`Device`] |
-//! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait), `header` (the single-allocation header of our exports), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]) |
-//! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts |
+//! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait, and the one raw delete), `header` (the single-allocation header of our exports, and how it is recognised), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]), `adapter` (one ABI wrapped in the other) |
+//! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts; `positions` (each distinct byte once) |
 //! | `interop::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
 //! | `interop::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
 //! | [`batch`], `traits` | [`TensorBatch`] of named tensors, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |

@@ -390,3 +390,61 @@ fn from_owner_drops_the_owner_once() {
     drop(unsafe { ManagedTensor::from_raw(raw) }.unwrap());
     assert_eq!(counter.get(), 1);
 }
+
+/// An owner that counts its drops.
+struct Dropped(Counter);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_panicking_data_callback_drops_the_owner_once() {
+    let counter = Counter::new();
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: no tensor is made: `data` panics before the header is complete.
+        unsafe {
+            ManagedTensor::from_owner(
+                Dropped(counter.clone()),
+                |_| panic!("the owner's data is not ready"),
+                &[2],
+                None,
+                DataType::F64,
+                Device::CPU,
+                0,
+            )
+        }
+    });
+    assert!(result.is_err());
+    assert_eq!(counter.get(), 1);
+}
+
+#[test]
+fn a_buffer_that_changes_length_is_refused_and_dropped() {
+    /// A buffer that hands out one element less on every call of `as_mut`.
+    struct Shrinking(Vec<u8>, Counter);
+    impl AsMut<[u8]> for Shrinking {
+        fn as_mut(&mut self) -> &mut [u8] {
+            self.0.pop();
+            &mut self.0
+        }
+    }
+    impl Drop for Shrinking {
+        fn drop(&mut self) {
+            self.1.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let counter = Counter::new();
+    let err = ManagedTensor::from_buffer(Shrinking(vec![0; 8], counter.clone()), 0, &[4], &[1])
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::BufferResized {
+            before: 7,
+            after: 6
+        }
+    );
+    assert_eq!(counter.get(), 1);
+}

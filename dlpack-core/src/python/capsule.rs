@@ -24,6 +24,7 @@ const VERSIONED: &CStr = c"dltensor_versioned";
 const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
 
 /// Moves a header into a new capsule whose destructor frees it unless it was consumed.
+#[inline]
 pub(super) fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bound<'_, PyAny>> {
     // `export` makes legacy headers only over writable or freshly copied data (checked
     // there).
@@ -35,6 +36,7 @@ pub(super) fn into_capsule(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Bo
 
 /// A capsule named `name` owning the managed tensor at `pointer`; its context is the
 /// same pointer, so that the destructor frees only the tensor it was made with.
+#[inline]
 fn capsule<'py, M: Abi>(
     py: Python<'py>,
     pointer: NonNull<M>,
@@ -103,12 +105,26 @@ unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
 ///   destroyed; while it is named `name` and its pointer is its context, the pointer is
 ///   an unconsumed `M` that the capsule owns;
 /// - the thread holds the GIL.
+#[inline]
 unsafe fn destroy<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr) {
     // SAFETY: `capsule` is a live object and `used` a C string; the GIL is held.
     if unsafe { ffi::PyCapsule_IsValid(capsule, used.as_ptr()) } == 1 {
-        // Consumed: the consumer owns the tensor and calls the deleter.
+        // Consumed (the common case): the consumer owns the tensor and calls the
+        // deleter.
         return;
     }
+    // SAFETY: the caller's guarantees, passed on.
+    unsafe { release_unconsumed::<M>(capsule, name) }
+}
+
+/// The destructor of a capsule that was not consumed as the protocol says: see
+/// [`destroy`].
+///
+/// # Safety
+///
+/// - as for [`destroy`].
+#[cold]
+unsafe fn release_unconsumed<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr) {
     // SAFETY: CPython destroys capsules on an attached thread.
     let py = unsafe { Python::assume_attached() };
     with_exception_saved(py, || {
@@ -161,22 +177,50 @@ unsafe fn destroy<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr)
 ///
 /// It uses the C API rather than `PyErr::take`, which resumes a Rust panic when it
 /// takes a `PanicException`: a destructor cannot unwind.
+#[inline]
 fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
     let _ = py;
     // SAFETY: the thread is attached (`py`).
-    let saved = unsafe { SavedException::take() };
+    let saved = if unsafe { ffi::PyErr_Occurred() }.is_null() {
+        None
+    } else {
+        // SAFETY: the thread is attached.
+        Some(unsafe { SavedException::take() })
+    };
     f();
     // SAFETY: the thread is attached.
     if !unsafe { ffi::PyErr_Occurred() }.is_null() {
         // SAFETY: an exception is set, and the thread is attached; no object is given.
         unsafe { ffi::PyErr_WriteUnraisable(ptr::null_mut()) };
     }
-    // SAFETY: the thread is attached, and no exception is set now.
-    unsafe { saved.restore() };
+    if let Some(saved) = saved {
+        // SAFETY: the thread is attached, and no exception is set now.
+        unsafe { saved.restore() };
+    }
 }
 
-/// Releases a tensor imported from Python (see [`with_exception_saved`]): attached to
-/// the interpreter if it still runs, since the deleter may take the GIL anyway.
+/// Releases a tensor imported from Python (see [`with_exception_saved`]). A thread that
+/// is not attached to the interpreter has no exception state to keep: the deleter runs
+/// as it is (and takes the GIL itself if it needs Python).
+#[cfg(not(Py_LIMITED_API))]
+#[inline]
+pub(crate) fn release_python_tensor(release: impl FnOnce()) {
+    // SAFETY: `Py_IsInitialized` may be called at any time, from any thread.
+    let running = unsafe { ffi::Py_IsInitialized() } != 0;
+    // SAFETY: `PyGILState_Check` may be called from any thread once the interpreter is
+    // initialized (checked first).
+    if running && unsafe { ffi::PyGILState_Check() } == 1 {
+        // SAFETY: this thread holds the GIL (checked just above).
+        with_exception_saved(unsafe { Python::assume_attached() }, release);
+    } else {
+        release();
+    }
+}
+
+/// Releases a tensor imported from Python (see [`with_exception_saved`]). The stable ABI
+/// has no `PyGILState_Check`: the deleter runs attached to the interpreter if it still
+/// runs (it takes the GIL anyway), as it is otherwise.
+#[cfg(Py_LIMITED_API)]
 pub(crate) fn release_python_tensor(release: impl FnOnce()) {
     let mut release = Some(release);
     Python::try_attach(|py| {
@@ -184,7 +228,6 @@ pub(crate) fn release_python_tensor(release: impl FnOnce()) {
             with_exception_saved(py, release);
         }
     });
-    // The interpreter is gone (or finalizing): the deleter runs as it is.
     if let Some(release) = release {
         release();
     }

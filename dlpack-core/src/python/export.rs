@@ -33,6 +33,7 @@ fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T,
 
 /// The major version of a `max_version=(major, minor)` argument: a tuple of two
 /// integers, like [`pair`]'s, of which only the major matters.
+#[inline]
 fn major_version(arg: &Bound<'_, PyAny>) -> PyResult<i64> {
     let (major, minor) = two(arg)?;
     if !minor.is_instance_of::<PyInt>() && minor.extract::<i64>().is_err() {
@@ -42,6 +43,7 @@ fn major_version(arg: &Bound<'_, PyAny>) -> PyResult<i64> {
 }
 
 /// The two items of a tuple of length two.
+#[inline]
 fn two<'a, 'py>(
     arg: &'a Bound<'py, PyAny>,
 ) -> PyResult<(Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> {
@@ -65,19 +67,17 @@ fn not_two_integers() -> PyErr {
     PyTypeError::new_err("expected None or a tuple of two integers")
 }
 
-/// The keyword arguments of one `__dlpack__` call, in [`KEYWORDS`] order, `None` where
-/// absent.
+/// The keyword arguments of one `__dlpack__` call, `None` where absent: `stream`,
+/// `max_version`, `dl_device`, `copy`.
 #[derive(Default)]
 pub(super) struct DlpackArgs<'a, 'py> {
     pub(super) values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
 }
 
-/// The keyword arguments of `__dlpack__`, in [`DlpackArgs`] order.
-pub(super) const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
-
 impl<'a, 'py> DlpackArgs<'a, 'py> {
     /// Reads the request from the arguments: `stream` may be anything, `max_version`
     /// and `dl_device` `None` or a tuple of two integers, `copy` `None` or a `bool`.
+    #[inline]
     pub(super) fn request(&self) -> PyResult<Request> {
         let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
         let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
@@ -113,6 +113,7 @@ pub(super) struct Request {
 
 /// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
 /// capsule.
+#[inline]
 pub(super) fn export<'py>(
     py: Python<'py>,
     shared: &Arc<ManagedTensor>,
@@ -181,6 +182,7 @@ pub(super) fn export<'py>(
 
 /// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
 /// alive.
+#[inline]
 fn header<M: Abi>(
     owner: Arc<ManagedTensor>,
     device: Device,

@@ -15,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
 use pyo3::{PyTypeInfo, ffi};
 
-use super::export::{DlpackArgs, KEYWORDS, export};
+use super::export::{DlpackArgs, export};
 use super::tensor::Tensor;
 
 /// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
@@ -24,6 +24,9 @@ const DLPACK_DOC: &CStr =
 --
 
 Exports the tensor as a DLPack capsule (Python array API `__dlpack__`).";
+
+/// The keyword arguments of `__dlpack__`, in [`DlpackArgs`] order.
+const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 
 /// A method descriptor of `Tensor` (what CPython makes for the methods of its own
 /// types) calling [`dlpack_fastcall`].
@@ -106,6 +109,7 @@ unsafe extern "C" fn dlpack_fastcall(
 }
 
 /// `Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`.
+#[inline]
 fn dlpack<'a, 'py>(
     slf: Borrowed<'a, 'py, Tensor>,
     nargs: ffi::Py_ssize_t,
@@ -127,6 +131,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Sorts the arguments of a vectorcall by keyword: positional arguments and unknown or
 /// repeated keywords are a `TypeError`, as for any Python function.
+#[inline]
 fn parse<'a, 'py>(
     py: Python<'py>,
     nargs: ffi::Py_ssize_t,

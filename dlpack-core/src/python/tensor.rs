@@ -106,7 +106,7 @@ impl Tensor {
         let args = super::export::DlpackArgs {
             values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
         };
-        super::export::export(py, &self.tensor, args.request()?)
+        super::export::export(py, self.shared_ref(), args.request()?)
     }
 
     /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.

@@ -123,6 +123,13 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     let owner_field = unsafe { &raw mut (*header.as_ptr()).owner };
     // SAFETY: the field is aligned and inside the allocation; nothing reads it before.
     unsafe { owner_field.write(ManuallyDrop::new(owner)) };
+    // From here until the header is complete, an error from `describe`, or a panic in
+    // it, drops the owner and frees the allocation.
+    let unfinished = Unfinished {
+        base,
+        owner: owner_field,
+        layout,
+    };
     // SAFETY: `dims_offset` comes from `Layout::extend` for this allocation.
     let dims_ptr = unsafe { base.as_ptr().add(dims_offset) }.cast::<i64>();
     // SAFETY: the allocation holds `2 * ndim` `i64`s at `dims_ptr`, aligned by `extend`.
@@ -134,18 +141,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     let (shape, strides) = dims.split_at_mut(ndim);
     // SAFETY: the owner was just written; this is the only reference to it.
     let owner_ref: &mut O = unsafe { &mut *owner_field };
-    let desc = match describe(owner_ref, shape, strides) {
-        Ok(desc) => desc,
-        Err(err) => {
-            // SAFETY: the owner was initialised above and nothing else references it.
-            let owner = unsafe { &mut *owner_field };
-            // SAFETY: the owner is dropped here, once, and never used again.
-            unsafe { ManuallyDrop::drop(owner) };
-            // SAFETY: `base` was allocated above with `layout` and is not used again.
-            unsafe { alloc::dealloc(base.as_ptr(), layout) };
-            return Err(err);
-        }
-    };
+    let desc = describe(owner_ref, shape, strides)?;
     let (shape, strides) = if ndim == 0 {
         (ptr::null_mut(), ptr::null_mut())
     } else {
@@ -171,8 +167,29 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     let head_field = unsafe { &raw mut (*header.as_ptr()).head };
     // SAFETY: the first field of the fresh, aligned allocation, not yet initialised.
     unsafe { head_field.write(head) };
+    core::mem::forget(unfinished);
     // SAFETY: a complete header whose data `describe` vouched for, owned by nobody else.
     Ok(unsafe { ManagedTensor::adopt(M::raw(header.cast::<M>())) })
+}
+
+/// A header under construction: on drop (an error or a panic in `describe`) it drops
+/// the owner and frees the allocation; `build` forgets it once the header is complete.
+struct Unfinished<O> {
+    base: NonNull<u8>,
+    owner: *mut ManuallyDrop<O>,
+    layout: Layout,
+}
+
+impl<O> Drop for Unfinished<O> {
+    fn drop(&mut self) {
+        // SAFETY: the owner was written before this guard was made, and nothing else
+        // references it while `build` unwinds or returns its error.
+        let owner = unsafe { &mut *self.owner };
+        // SAFETY: the owner is dropped here, once, and never used again.
+        unsafe { ManuallyDrop::drop(owner) };
+        // SAFETY: `base` was allocated by `build` with `layout` and is not used again.
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) };
+    }
 }
 
 /// Drops the owner of a `Header<M, O>` and frees the allocation. An owner whose `Drop`
