@@ -2,12 +2,13 @@
 //! guarantees.
 
 pub use core::default::Default;
+pub use core::option::Option::Some;
 pub use core::result::Result::{Err, Ok};
 pub use std::string::String;
 
 pub use crate::error::Result;
 pub use crate::tensor_batch::TensorBatch;
-pub use crate::traits::{FromDLPack, ToDLPack, join_name};
+pub use crate::traits::{FromDLPack, LoadReport, Problems, ToDLPack, join_name};
 
 #[cfg(feature = "half")]
 pub use half;
@@ -22,4 +23,21 @@ pub fn batch_of<T: ToDLPack>(value: T) -> Result<TensorBatch> {
 /// Imports a derived value from a whole batch, refusing leftovers.
 pub fn strict_from<T: FromDLPack>(batch: TensorBatch) -> Result<T> {
     crate::traits::strict_from(batch)
+}
+
+/// Loads a field exchanged by a `with` module: replaced by `from_dlpack_in` when the
+/// batch has tensors for it, reported missing otherwise.
+pub fn load_with<T>(
+    value: &mut T,
+    prefix: &str,
+    batch: &mut TensorBatch,
+    report: &mut LoadReport,
+    from_dlpack_in: fn(&str, &mut TensorBatch) -> Result<T>,
+) -> Result<()> {
+    if !batch.contains_prefix(prefix) {
+        report.missing.push(prefix.into());
+        return Ok(());
+    }
+    *value = from_dlpack_in(prefix, batch)?;
+    Ok(())
 }

@@ -205,6 +205,23 @@ pub enum Error {
         /// The names, in batch order.
         names: Vec<String>,
     },
+    /// A batch does not fit the value it is imported or loaded into, strictly (like
+    /// PyTorch's `load_state_dict(strict=True)`): every missing name, every unexpected
+    /// name and every tensor that could not be taken (each an [`Error::Tensor`] naming
+    /// it, with the expected and found dtype, rank or shape), at once. Python:
+    /// `ValueError`.
+    #[error(
+        "state_dict does not fit: {}",
+        state_dict_text(missing, unexpected, failed)
+    )]
+    StateDict {
+        /// Names the value expects that the batch does not have.
+        missing: Vec<String>,
+        /// Names of the batch that the value does not expect, in batch order.
+        unexpected: Vec<String>,
+        /// The tensors that are there but could not be imported.
+        failed: Vec<Error>,
+    },
     /// A name cannot be used as a tensor name or name segment. Python: `ValueError`.
     #[error("invalid tensor name `{name}`: {reason}")]
     InvalidName {
@@ -231,6 +248,18 @@ fn bytes_text(bytes: usize) -> String {
     } else {
         format!("{bytes} bytes")
     }
+}
+
+fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) -> String {
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing tensors {}", quoted(missing)));
+    }
+    if !unexpected.is_empty() {
+        parts.push(format!("unexpected tensors {}", quoted(unexpected)));
+    }
+    parts.extend(failed.iter().map(Error::to_string));
+    parts.join("; ")
 }
 
 fn quoted(names: &[String]) -> String {

@@ -122,7 +122,7 @@ pub use dtype::{DataType, Element};
 pub use error::{Error, ReadOnlyLegacyError, Result};
 pub use tensor::ManagedTensor;
 pub use tensor_batch::TensorBatch;
-pub use traits::{FromDLPack, ToDLPack};
+pub use traits::{FromDLPack, LoadReport, ToDLPack};
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]

@@ -76,6 +76,11 @@ impl Field<'_> {
         self.attrs.skip.is_some()
     }
 
+    /// The module of `#[dlpack(with = "...")]`, if given.
+    pub(crate) fn with(&self) -> Option<&syn::Path> {
+        self.attrs.with.as_ref().map(|with| &with.module)
+    }
+
     /// Whether the field's tensors sit directly under the struct's prefix.
     pub(crate) fn is_flattened(&self) -> bool {
         self.attrs.flatten.is_some()

@@ -18,6 +18,7 @@ const CRATE: &str = "crate";
 const FLATTEN: &str = "flatten";
 const RENAME: &str = "rename";
 const SKIP: &str = "skip";
+const WITH: &str = "with";
 
 /// Container attributes: `#[dlpack(crate = "...", bound = "...")]` on the struct.
 pub(crate) struct Container {
@@ -27,13 +28,22 @@ pub(crate) struct Container {
     pub(crate) bound: Option<Vec<WherePredicate>>,
 }
 
-/// Field attributes: `#[dlpack(rename = "...", skip, flatten)]`.
+/// Field attributes: `#[dlpack(rename = "...", skip, flatten, with = "...")]`.
 pub(crate) struct Field {
     pub(crate) rename: Option<Rename>,
+    /// `with = "module"`: the module whose `to_dlpack_into` / `from_dlpack_in` exchange
+    /// the field, for types that do not implement the traits.
+    pub(crate) with: Option<With>,
     /// The `skip` key, for error spans.
     pub(crate) skip: Option<Path>,
     /// The `flatten` key, for error spans.
     pub(crate) flatten: Option<Path>,
+}
+
+/// `with = "module"`: the key (for error spans) and the module's path.
+pub(crate) struct With {
+    pub(crate) path: Path,
+    pub(crate) module: Path,
 }
 
 /// `rename = "name"`: the key (for error spans) and the validated name.
@@ -133,6 +143,7 @@ impl Field {
         let mut rename = Attr::none(RENAME);
         let mut skip = Attr::none(SKIP);
         let mut flatten = Attr::none(FLATTEN);
+        let mut with = Attr::none(WITH);
         for attr in attrs.iter().filter(|attr| attr.path().is_ident(DLPACK)) {
             if let Err(err) = attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident(RENAME) {
@@ -153,6 +164,23 @@ impl Field {
                     if parse_no_value(cx, FLATTEN, &meta)? {
                         flatten.set(cx, &meta.path, meta.path.clone());
                     }
+                } else if meta.path.is_ident(WITH) {
+                    // #[dlpack(with = "path::to::module")]
+                    if let Some(lit) = parse_lit_str(cx, WITH, &meta)? {
+                        match lit.parse_with(Path::parse_mod_style) {
+                            Ok(module) => {
+                                let path = meta.path.clone();
+                                with.set(cx, &meta.path, With { path, module });
+                            }
+                            Err(_) => cx.error_spanned_by(
+                                &lit,
+                                format_args!(
+                                    "invalid dlpack attribute `with`: `{}` is not a path",
+                                    lit.value()
+                                ),
+                            ),
+                        }
+                    }
                 } else {
                     cx.error_spanned_by(
                         &meta.path,
@@ -170,6 +198,7 @@ impl Field {
         }
         Self {
             rename: rename.get(),
+            with: with.get(),
             skip: skip.get(),
             flatten: flatten.get(),
         }

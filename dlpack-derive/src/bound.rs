@@ -43,6 +43,10 @@ fn inferred(input: &Input<'_>, field_trait: &str, skip_trait: Option<&str>) -> V
     let mut seen = BTreeSet::new();
     let mut predicates = Vec::new();
     for field in &input.fields {
+        if field.with().is_some() {
+            // Exchanged by its module, not by the trait.
+            continue;
+        }
         let bound = match (field.is_skipped(), skip_trait) {
             (false, _) => field_trait,
             (true, Some(skip_trait)) => skip_trait,

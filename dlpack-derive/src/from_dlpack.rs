@@ -1,11 +1,13 @@
 //! `#[derive(FromDLPack)]`: the struct imports from a `TensorBatch`, strictly at the top
 //! level; each exchanged field takes its tensors from under `prefix.name` (from under
-//! `prefix` itself when flattened), and each skipped field is `Default::default()`.
+//! `prefix` itself when flattened), through its `with` module when it has one, and each
+//! skipped field is `Default::default()`. Every field is imported (or loaded in place)
+//! before the problems of all of them are returned together.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
-use syn::DeriveInput;
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned as _;
+use syn::{DeriveInput, Ident};
 
 use crate::ast::{Derive, Input, Style};
 use crate::{bound, dummy};
@@ -21,18 +23,51 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let ident = input.ident;
     let generics = bound::with_bounds(input, "FromDLPack", Some("Default"));
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
-    // One expression per field, in declaration order (which is the order of evaluation).
+    let exchanged: Vec<_> = input
+        .fields
+        .iter()
+        .filter(|field| !field.is_skipped())
+        .collect();
+    // `__field0`, `__field1`, ...: the imported value of each exchanged field.
+    let bindings: Vec<Ident> = (0..exchanged.len())
+        .map(|i| format_ident!("__field{}", i))
+        .collect();
+    // Every field is imported, in declaration order, before any error is returned, so
+    // that the error names every missing and mismatched tensor.
+    let imports = exchanged.iter().zip(&bindings).map(|(field, binding)| {
+        let prefix = field.prefix();
+        let import = match field.with() {
+            Some(module) => quote_spanned! {module.span()=>
+                #module::from_dlpack_in(#prefix, __batch)
+            },
+            None => {
+                let ty = field.ty;
+                quote_spanned! {ty.span()=>
+                    <#ty as #private::FromDLPack>::from_dlpack_in(#prefix, __batch)
+                }
+            }
+        };
+        quote!(let #binding = __problems.field(#import);)
+    });
+    let unwrap = if bindings.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            let (#(#private::Some(#bindings),)*) = (#(#bindings,)*) else {
+                return #private::Err(__problems.into_error());
+            };
+        }
+    };
+    let mut next = bindings.iter();
     let values = input.fields.iter().map(|field| {
-        let ty = field.ty;
         if field.is_skipped() {
+            let ty = field.ty;
             return quote_spanned! {ty.span()=>
                 <#ty as #private::Default>::default()
             };
         }
-        let prefix = field.prefix();
-        quote_spanned! {ty.span()=>
-            <#ty as #private::FromDLPack>::from_dlpack_in(#prefix, __batch)?
-        }
+        let binding = next.next();
+        quote!(#binding)
     });
     let value = match input.style {
         Style::Named => {
@@ -41,6 +76,40 @@ fn expand(input: &Input<'_>) -> TokenStream {
         }
         Style::Tuple => quote!(Self(#(#values),*)),
         Style::Unit => quote!(Self),
+    };
+    // Loads in place, field by field; skipped fields are left as they are.
+    let loads = exchanged.iter().map(|field| {
+        let prefix = field.prefix();
+        let member = &field.member;
+        match field.with() {
+            // A module exchanges whole values: the field is replaced when the batch has
+            // tensors for it.
+            Some(module) => quote_spanned! {module.span()=>
+                __problems.check(#private::load_with(
+                    &mut self.#member,
+                    #prefix,
+                    __batch,
+                    __report,
+                    #module::from_dlpack_in,
+                ));
+            },
+            None => {
+                let ty = field.ty;
+                quote_spanned! {ty.span()=>
+                    __problems.check(<#ty as #private::FromDLPack>::load_dlpack_in(
+                        &mut self.#member,
+                        #prefix,
+                        __batch,
+                        __report,
+                    ));
+                }
+            }
+        }
+    });
+    let problems = if exchanged.is_empty() {
+        quote!(let __problems = #private::Problems::new();)
+    } else {
+        quote!(let mut __problems = #private::Problems::new();)
     };
     let code = quote! {
         #[automatically_derived]
@@ -56,7 +125,22 @@ fn expand(input: &Input<'_>) -> TokenStream {
                 __prefix: &str,
                 __batch: &mut #private::TensorBatch,
             ) -> #private::Result<Self> {
+                #problems
+                #(#imports)*
+                #unwrap
+                let _ = __problems;
                 #private::Ok(#value)
+            }
+
+            fn load_dlpack_in(
+                &mut self,
+                __prefix: &str,
+                __batch: &mut #private::TensorBatch,
+                __report: &mut #private::LoadReport,
+            ) -> #private::Result<()> {
+                #problems
+                #(#loads)*
+                __problems.finish()
             }
         }
     };

@@ -1,5 +1,6 @@
 //! `#[derive(ToDLPack)]`: the struct exports as a `TensorBatch`; each exchanged field adds
-//! its tensors under `prefix.name` (under `prefix` itself when flattened).
+//! its tensors under `prefix.name` (under `prefix` itself when flattened), through its
+//! `with` module when it has one.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -28,8 +29,13 @@ fn expand(input: &Input<'_>) -> TokenStream {
             let ty = field.ty;
             let member = &field.member;
             let prefix = field.prefix();
-            quote_spanned! {ty.span()=>
-                <#ty as #private::ToDLPack>::to_dlpack_into(self.#member, #prefix, __batch)?;
+            match field.with() {
+                Some(module) => quote_spanned! {module.span()=>
+                    #module::to_dlpack_into(self.#member, #prefix, __batch)?;
+                },
+                None => quote_spanned! {ty.span()=>
+                    <#ty as #private::ToDLPack>::to_dlpack_into(self.#member, #prefix, __batch)?;
+                },
             }
         });
     let code = quote! {

@@ -14,8 +14,8 @@ pub(crate) fn check(cx: &mut Ctxt, input: &Input<'_>) {
     check_duplicate_names(cx, &input.fields);
 }
 
-/// `skip` excludes `rename` and `flatten`; `flatten` excludes `rename` (a flattened field
-/// has no name segment of its own).
+/// `skip` excludes `rename`, `flatten` and `with`; `flatten` excludes `rename` (a
+/// flattened field has no name segment of its own).
 fn check_field(cx: &mut Ctxt, field: &Field<'_>) {
     let attrs = &field.attrs;
     if attrs.skip.is_some() {
@@ -29,6 +29,12 @@ fn check_field(cx: &mut Ctxt, field: &Field<'_>) {
             cx.error_spanned_by(
                 flatten,
                 "dlpack attribute `flatten` cannot be combined with `skip`",
+            );
+        }
+        if let Some(with) = &attrs.with {
+            cx.error_spanned_by(
+                &with.path,
+                "dlpack attribute `with` cannot be combined with `skip`",
             );
         }
     } else if let (Some(_), Some(rename)) = (&attrs.flatten, &attrs.rename) {

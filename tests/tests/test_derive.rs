@@ -137,8 +137,10 @@ fn missing_tensor_is_named() {
     let err = Transformer::from_dlpack(batch).unwrap_err();
     assert_eq!(
         err,
-        Error::MissingTensor {
-            name: "blocks.1.attn.weight".to_owned()
+        Error::StateDict {
+            missing: vec!["blocks.1.attn.weight".to_owned()],
+            unexpected: vec![],
+            failed: vec![],
         }
     );
 }
@@ -155,10 +157,24 @@ fn leftover_tensors_are_unexpected() {
     let err = Linear::from_dlpack(batch).unwrap_err();
     assert_eq!(
         err,
-        Error::UnexpectedTensors {
-            names: vec!["extra".to_owned(), "bias.extra".to_owned()]
+        Error::StateDict {
+            missing: vec![],
+            unexpected: vec!["extra".to_owned(), "bias.extra".to_owned()],
+            failed: vec![],
         }
     );
+}
+
+/// The one failed tensor of a strict import's error.
+fn only_failure(err: &Error) -> &Error {
+    match err {
+        Error::StateDict {
+            missing,
+            unexpected,
+            failed,
+        } if missing.is_empty() && unexpected.is_empty() && failed.len() == 1 => &failed[0],
+        other => panic!("expected one failed tensor, got {other:?}"),
+    }
 }
 
 #[test]
@@ -172,7 +188,8 @@ fn dtype_mismatch_names_the_tensor() {
         )
         .unwrap();
     let err = Transformer::from_dlpack(batch).unwrap_err();
-    let Error::Tensor { name, .. } = &err else {
+    let err = only_failure(&err);
+    let Error::Tensor { name, .. } = err else {
         panic!("expected Error::Tensor, got {err:?}");
     };
     assert_eq!(name, "blocks.0.attn.weight");
@@ -196,8 +213,9 @@ fn rank_mismatch_names_the_tensor() {
         )
         .unwrap();
     let err = Linear::from_dlpack(batch).unwrap_err();
+    let err = only_failure(&err);
     assert!(
-        matches!(&err, Error::Tensor { name, .. } if name == "weight"),
+        matches!(err, Error::Tensor { name, .. } if name == "weight"),
         "{err:?}"
     );
     assert_eq!(
@@ -397,8 +415,10 @@ fn structs_without_tensors() {
         .unwrap();
     assert_eq!(
         Nothing::from_dlpack(batch).unwrap_err(),
-        Error::UnexpectedTensors {
-            names: vec!["stray".to_owned()]
+        Error::StateDict {
+            missing: vec![],
+            unexpected: vec!["stray".to_owned()],
+            failed: vec![],
         }
     );
 }
@@ -464,4 +484,226 @@ fn a_struct_nests_under_a_prefix_of_a_batch() {
     let back = Stats::from_dlpack_in("bn", &mut batch).unwrap();
     assert_eq!(back, stats());
     assert!(batch.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// state_dict semantics: every problem at once, and loads into existing values.
+// ---------------------------------------------------------------------------------------
+
+/// A transformer's batch with three tensors missing, two unexpected, and one of the
+/// wrong dtype.
+fn damaged_batch() -> TensorBatch {
+    let mut batch = transformer().to_dlpack().unwrap();
+    for name in ["embed", "blocks.0.mlp.1.weight", "blocks.1.norms.ln2"] {
+        batch.remove(name).unwrap();
+    }
+    batch
+        .insert("decoder.weight", array![1.0f32].to_dlpack().unwrap())
+        .unwrap();
+    batch
+        .insert("blocks.1.extra", array![1u8].to_dlpack().unwrap())
+        .unwrap();
+    batch.remove("head.bias").unwrap();
+    batch
+        .insert("head.bias", array![1.0f64].to_dlpack().unwrap())
+        .unwrap();
+    batch
+}
+
+#[test]
+fn a_strict_import_names_every_problem_at_once() {
+    // An import knows the fields of structs; the length of a `Vec` and the keys of a
+    // map come from the batch, so `blocks.0.mlp.1.weight` (the only tensor of that
+    // item) and `blocks.1.norms.ln2` are not missing there: the values are shorter.
+    let err = Transformer::from_dlpack(damaged_batch()).unwrap_err();
+    let Error::StateDict {
+        missing,
+        unexpected,
+        failed,
+    } = &err
+    else {
+        panic!("expected Error::StateDict, got {err:?}");
+    };
+    assert_eq!(missing, &["embed"]);
+    assert_eq!(unexpected, &["decoder.weight", "blocks.1.extra"]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        matches!(&failed[0], Error::Tensor { name, .. } if name == "head.bias"),
+        "{failed:?}"
+    );
+    assert_eq!(
+        failed[0].root(),
+        &Error::DtypeMismatch {
+            expected: DataType::F32,
+            found: DataType::F64
+        }
+    );
+    // One message names all four.
+    let message = err.to_string();
+    for name in ["embed", "decoder.weight", "blocks.1.extra", "head.bias"] {
+        assert!(message.contains(name), "{name} not in {message}");
+    }
+}
+
+#[test]
+fn a_load_fills_the_existing_arrays_in_place() {
+    let source = transformer();
+    let mut target = transformer();
+    target.embed.fill(0.0);
+    target.blocks[1].mlp[0].weight.fill(-1.0);
+    target.step = 7;
+    let before = pointers(&target);
+    target
+        .load_dlpack(source.clone().to_dlpack().unwrap())
+        .unwrap();
+    assert_eq!(target.embed, source.embed);
+    assert_eq!(target.blocks, source.blocks);
+    assert_eq!(
+        pointers(&target),
+        before,
+        "the same buffers, filled in place"
+    );
+    assert_eq!(target.step, 7, "skipped fields are left alone");
+}
+
+#[test]
+fn a_strict_load_reports_every_problem_and_loads_the_rest() {
+    let mut target = transformer();
+    target.blocks[0].attn.weight.fill(0.0);
+    let err = target.load_dlpack(damaged_batch()).unwrap_err();
+    let Error::StateDict {
+        missing,
+        unexpected,
+        failed,
+    } = &err
+    else {
+        panic!("expected Error::StateDict, got {err:?}");
+    };
+    assert_eq!(
+        missing,
+        &["embed", "blocks.0.mlp.1.weight", "blocks.1.norms.ln2"]
+    );
+    assert_eq!(unexpected, &["decoder.weight", "blocks.1.extra"]);
+    assert_eq!(failed.len(), 1);
+    // What fitted was loaded.
+    assert_eq!(
+        target.blocks[0].attn.weight,
+        transformer().blocks[0].attn.weight
+    );
+}
+
+#[test]
+fn a_lenient_load_reports_missing_and_unexpected_names() {
+    let mut batch = transformer().to_dlpack().unwrap();
+    for name in ["embed", "blocks.0.attn.bias", "head.weight"] {
+        batch.remove(name).unwrap();
+    }
+    for name in ["extra.a", "extra.b"] {
+        batch
+            .insert(name, array![1.0f32].to_dlpack().unwrap())
+            .unwrap();
+    }
+    let mut target = transformer();
+    target.blocks[1].attn.weight.fill(0.0);
+    let report = target.load_dlpack_lenient(batch).unwrap();
+    assert_eq!(
+        report.missing,
+        ["embed", "blocks.0.attn.bias", "head.weight"]
+    );
+    assert_eq!(report.unexpected, ["extra.a", "extra.b"]);
+    assert_eq!(
+        target.blocks[1].attn.weight,
+        transformer().blocks[1].attn.weight
+    );
+    // Three missing and two unexpected, strictly: one error naming all five.
+    let mut batch = transformer().to_dlpack().unwrap();
+    for name in ["embed", "blocks.0.attn.bias", "head.weight"] {
+        batch.remove(name).unwrap();
+    }
+    for name in ["extra.a", "extra.b"] {
+        batch
+            .insert(name, array![1.0f32].to_dlpack().unwrap())
+            .unwrap();
+    }
+    let message = transformer().load_dlpack(batch).unwrap_err().to_string();
+    for name in [
+        "embed",
+        "blocks.0.attn.bias",
+        "head.weight",
+        "extra.a",
+        "extra.b",
+    ] {
+        assert!(message.contains(name), "{name} not in {message}");
+    }
+}
+
+#[test]
+fn a_load_checks_shapes() {
+    let mut target = linear(3, 2, 0.0, true);
+    let source = linear(4, 2, 1.0, true);
+    let err = target.load_dlpack(source.to_dlpack().unwrap()).unwrap_err();
+    let err = only_failure(&err);
+    assert!(matches!(err, Error::Tensor { name, .. } if name == "weight"));
+    assert_eq!(
+        err.root(),
+        &Error::ShapeMismatch {
+            expected: vec![2, 3],
+            found: vec![2, 4]
+        }
+    );
+    // The bias fitted and was loaded; the weight was left alone.
+    assert_eq!(target.bias, linear(4, 2, 1.0, true).bias);
+    assert_eq!(target.weight, linear(3, 2, 0.0, true).weight);
+}
+
+/// A type that does not implement the traits, exchanged through a module.
+#[derive(Debug, Clone, PartialEq)]
+struct Celsius(Vec<f32>);
+
+mod celsius {
+    use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
+    use ndarray::Array1;
+
+    use super::Celsius;
+
+    pub(super) fn to_dlpack_into(
+        value: Celsius,
+        prefix: &str,
+        batch: &mut TensorBatch,
+    ) -> Result<()> {
+        Array1::from(value.0).to_dlpack_into(prefix, batch)
+    }
+
+    pub(super) fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Celsius> {
+        Ok(Celsius(
+            Array1::<f32>::from_dlpack_in(prefix, batch)?.to_vec(),
+        ))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, ToDLPack, FromDLPack)]
+struct Weather {
+    #[dlpack(with = "celsius", rename = "temperature")]
+    temp: Celsius,
+    wind: Array1<f32>,
+}
+
+#[test]
+fn with_exchanges_a_field_through_a_module() {
+    let weather = Weather {
+        temp: Celsius(vec![20.5, 21.0]),
+        wind: array![3.0, 4.0],
+    };
+    let batch = weather.clone().to_dlpack().unwrap();
+    assert_eq!(batch.names().collect::<Vec<_>>(), ["temperature", "wind"]);
+    assert_eq!(Weather::from_dlpack(batch).unwrap(), weather);
+    let mut target = Weather {
+        temp: Celsius(vec![]),
+        wind: array![0.0, 0.0],
+    };
+    let report = target
+        .load_dlpack_lenient(weather.clone().to_dlpack().unwrap())
+        .unwrap();
+    assert!(report.is_empty());
+    assert_eq!(target, weather);
 }

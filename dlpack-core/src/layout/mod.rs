@@ -15,6 +15,7 @@
 
 mod positions;
 
+#[cfg(feature = "ndarray")]
 pub(crate) use positions::Positions;
 
 use crate::error::{Error, Result};

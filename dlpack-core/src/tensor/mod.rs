@@ -14,7 +14,6 @@ mod producer;
 
 use core::ffi::c_void;
 use core::fmt;
-use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 
 use crate::device::Device;
@@ -312,7 +311,7 @@ impl ManagedTensor {
     /// unwrapped). The receiver must call its deleter once.
     #[cfg(feature = "pyo3")]
     pub(crate) fn into_raw_as_is(self) -> Raw {
-        ManuallyDrop::new(self).raw()
+        core::mem::ManuallyDrop::new(self).raw()
     }
 
     /// If this is an ABI adapter made by [`into_raw`](Self::into_raw) or

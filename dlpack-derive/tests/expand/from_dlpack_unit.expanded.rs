@@ -14,7 +14,18 @@ const _: () = {
             __prefix: &str,
             __batch: &mut _dlpack::__private::TensorBatch,
         ) -> _dlpack::__private::Result<Self> {
+            let __problems = _dlpack::__private::Problems::new();
+            let _ = __problems;
             _dlpack::__private::Ok(Self)
+        }
+        fn load_dlpack_in(
+            &mut self,
+            __prefix: &str,
+            __batch: &mut _dlpack::__private::TensorBatch,
+            __report: &mut _dlpack::__private::LoadReport,
+        ) -> _dlpack::__private::Result<()> {
+            let __problems = _dlpack::__private::Problems::new();
+            __problems.finish()
         }
     }
 };

@@ -18,7 +18,7 @@ use crate::ffi::{
 use crate::layout;
 use crate::tensor::{Desc, ManagedTensor, build};
 use crate::tensor_batch::TensorBatch;
-use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
+use crate::traits::{FromDLPack, LoadReport, ToDLPack, leaf_from, leaf_into, leaf_load};
 
 use super::owned::DLPackArray;
 
@@ -238,9 +238,17 @@ macro_rules! to_one_tensor {
 }
 
 /// Implements [`FromDLPack`] for a value that imports from one tensor: `from_dlpack` is
-/// the given body, and `from_dlpack_in` takes the tensor named by the prefix.
+/// the given body, `from_dlpack_in` takes the tensor named by the prefix, and
+/// `load_dlpack_in`, when a `load` body is given, loads that tensor into the existing
+/// value with it.
 macro_rules! from_one_tensor {
-    ($(#[doc = $doc:literal])* impl[$($generics:tt)*] for $ty:ty { |$tensor:ident| $import:expr }) => {
+    (
+        $(#[doc = $doc:literal])*
+        impl[$($generics:tt)*] for $ty:ty {
+            |$tensor:ident| $import:expr
+            $(, load |$this:ident, $loaded:ident| $load:expr)?
+        }
+    ) => {
         impl<$($generics)*> FromDLPack for $ty {
             type Input = ManagedTensor;
             $(#[doc = $doc])*
@@ -250,8 +258,36 @@ macro_rules! from_one_tensor {
             fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
                 leaf_from(prefix, batch)
             }
+            $(
+                /// Fills the existing array in place (the same buffer): the tensor must
+                /// have the array's dtype and shape.
+                fn load_dlpack_in(
+                    &mut self,
+                    prefix: &str,
+                    batch: &mut TensorBatch,
+                    report: &mut LoadReport,
+                ) -> Result<()> {
+                    leaf_load(self, prefix, batch, report, |$this, $loaded| $load)
+                }
+            )?
         }
     };
+}
+
+/// Copies `tensor` into `target` after checking its dtype, rank and shape.
+fn load_into<A: Element, D: Dimension + 'static>(
+    mut target: ArrayViewMut<'_, A, D>,
+    tensor: ManagedTensor,
+) -> Result<()> {
+    let source = tensor.as_array::<A, D>()?;
+    if source.shape() != target.shape() {
+        return Err(Error::ShapeMismatch {
+            expected: target.shape().to_vec(),
+            found: source.shape().to_vec(),
+        });
+    }
+    target.assign(&source);
+    Ok(())
 }
 
 to_one_tensor! {
@@ -311,7 +347,8 @@ from_one_tensor! {
         |tensor| match reclaim::<A, D>(tensor) {
             Ok(array) => Ok(array),
             Err(tensor) => copy_standard(tensor.as_array::<A, D>()?),
-        }
+        },
+        load |array, tensor| load_into(array.view_mut(), tensor)
     }
 }
 
@@ -324,7 +361,8 @@ from_one_tensor! {
                 return Ok(shared.clone());
             }
             Array::<A, D>::from_dlpack(tensor).map(Array::into_shared)
-        }
+        },
+        load |array, tensor| load_into(array.view_mut(), tensor)
     }
 }
 

@@ -11,5 +11,6 @@ mod exchange;
 mod owned;
 mod view;
 
+#[cfg(feature = "pyo3")]
 pub(crate) use exchange::copy_standard;
 pub use owned::DLPackArray;

@@ -1,10 +1,12 @@
-//! [`ToDLPack`] and [`FromDLPack`]: one array becomes one [`ManagedTensor`], a struct of
-//! arrays a [`TensorBatch`] of named tensors.
+//! [`ToDLPack`]/[`FromDLPack`] for the values that hold tensors: a tensor itself, a batch,
+//! and the containers that nest with PyTorch `state_dict` names. `Option<T>` contributes
+//! nothing when `None`, `Vec<T>` names its items `0`, `1`, ..., and
+//! `BTreeMap<String, T>` / `HashMap<String, T>` name entries by key (keys must be
+//! non-empty and free of `.`; a `HashMap` exports in sorted key order so names are
+//! deterministic).
 //!
-//! Containers nest with PyTorch `state_dict` names: `Option<T>` contributes nothing when
-//! `None`, `Vec<T>` names its items `0`, `1`, ..., and `BTreeMap<String, T>` /
-//! `HashMap<String, T>` name entries by key (keys must be non-empty and free of `.`;
-//! a `HashMap` exports in sorted key order so names are deterministic).
+//! A container imports every item it can and reports every problem at once (see
+//! `Problems`), so that a strict import names every missing and mismatched tensor.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
@@ -13,88 +15,8 @@ use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 use crate::tensor_batch::{TensorBatch, is_under};
 
-/// Export to DLPack.
-///
-/// Arrays export as one [`ManagedTensor`]; structs deriving `ToDLPack` export as a
-/// [`TensorBatch`] whose names follow the fields.
-pub trait ToDLPack: Sized {
-    /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
-    type Output;
-
-    /// Exports `self`.
-    fn to_dlpack(self) -> Result<Self::Output>;
-
-    /// Adds this value's tensors to `batch` under `prefix`: a single tensor is named
-    /// `prefix` itself, the tensors of a struct `prefix.field` (or `field` when the
-    /// prefix is empty). This is how derived impls nest.
-    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()>;
-}
-
-/// Import from DLPack.
-///
-/// `from_dlpack` is strict for batches, like `load_state_dict(strict=True)`: a missing
-/// name, a leftover name, or a dtype/rank mismatch is an error naming the tensor. For a
-/// lenient import that leaves unknown tensors alone, use
-/// [`TensorBatch::extract`].
-pub trait FromDLPack: Sized {
-    /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
-    type Input;
-
-    /// Imports from `input`.
-    fn from_dlpack(input: Self::Input) -> Result<Self>;
-
-    /// Takes this value's tensors out of `batch` from under `prefix` (see
-    /// [`ToDLPack::to_dlpack_into`]), leaving other tensors in place.
-    fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self>;
-}
-
-/// `prefix.name`, or `name` when the prefix is empty.
-pub fn join_name(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_owned()
-    } else {
-        let mut joined = String::with_capacity(prefix.len() + 1 + name.len());
-        joined.push_str(prefix);
-        joined.push('.');
-        joined.push_str(name);
-        joined
-    }
-}
-
-/// Exports a value that becomes a single tensor under the name `name`.
-#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
-pub(crate) fn leaf_into<T>(value: T, name: &str, batch: &mut TensorBatch) -> Result<()>
-where
-    T: ToDLPack<Output = ManagedTensor>,
-{
-    let tensor = value.to_dlpack().map_err(|e| e.in_tensor(name))?;
-    batch.insert(name, tensor)
-}
-
-/// Imports a value that is a single tensor named `name`.
-pub(crate) fn leaf_from<T>(name: &str, batch: &mut TensorBatch) -> Result<T>
-where
-    T: FromDLPack<Input = ManagedTensor>,
-{
-    let tensor = batch.remove(name).ok_or_else(|| Error::MissingTensor {
-        name: name.to_owned(),
-    })?;
-    T::from_dlpack(tensor).map_err(|e| e.in_tensor(name))
-}
-
-/// Exports a value into a fresh batch at the top level.
-pub(crate) fn batch_of<T: ToDLPack>(value: T) -> Result<TensorBatch> {
-    let mut batch = TensorBatch::new();
-    value.to_dlpack_into("", &mut batch)?;
-    Ok(batch)
-}
-
-/// Imports a value from a whole batch, refusing leftovers.
-pub(crate) fn strict_from<T: FromDLPack>(mut batch: TensorBatch) -> Result<T> {
-    let value = T::from_dlpack_in("", &mut batch)?;
-    batch.expect_empty()?;
-    Ok(value)
-}
+use super::load::{LoadReport, Problems};
+use super::{FromDLPack, ToDLPack, batch_of, join_name, leaf_from, strict_from};
 
 impl ToDLPack for ManagedTensor {
     type Output = ManagedTensor;
@@ -181,6 +103,22 @@ impl<T: FromDLPack> FromDLPack for Option<T> {
             Ok(None)
         }
     }
+    /// `Some` loads in place; `None` becomes `Some` when the batch has tensors for it.
+    /// Nothing is missing either way: the value is optional.
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        match self {
+            Some(value) => value.load_dlpack_in(prefix, batch, report),
+            None => {
+                *self = Self::from_dlpack_in(prefix, batch)?;
+                Ok(())
+            }
+        }
+    }
 }
 
 impl<T: ToDLPack> ToDLPack for Vec<T> {
@@ -202,17 +140,39 @@ impl<T: FromDLPack> FromDLPack for Vec<T> {
     fn from_dlpack(input: TensorBatch) -> Result<Self> {
         strict_from(input)
     }
-    /// Items `prefix.0`, `prefix.1`, ... up to the first index with no tensor.
+    /// Items `prefix.0`, `prefix.1`, ... up to the first index with no tensor; the
+    /// problems of every item are reported together.
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         let mut items = Vec::new();
+        let mut problems = Problems::default();
         let mut index = IndexFormatter::default();
-        loop {
-            let name = join_name(prefix, index.format(items.len()));
+        for i in 0.. {
+            let name = join_name(prefix, index.format(i));
             if !batch.contains_prefix(&name) {
-                return Ok(items);
+                break;
             }
-            items.push(T::from_dlpack_in(&name, batch)?);
+            if let Some(item) = problems.field(T::from_dlpack_in(&name, batch)) {
+                items.push(item);
+            }
         }
+        problems.finish()?;
+        Ok(items)
+    }
+    /// Loads every existing item in place; tensors of further items are left in the
+    /// batch (unexpected).
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        let mut problems = Problems::default();
+        let mut index = IndexFormatter::default();
+        for (i, item) in self.iter_mut().enumerate() {
+            let name = join_name(prefix, index.format(i));
+            problems.check(item.load_dlpack_in(&name, batch, report));
+        }
+        problems.finish()
     }
 }
 
@@ -268,16 +228,44 @@ impl<T: FromDLPack> FromDLPack for BTreeMap<String, T> {
     fn from_dlpack(input: TensorBatch) -> Result<Self> {
         strict_from(input)
     }
-    /// One entry per distinct name segment after `prefix.`.
+    /// One entry per distinct name segment after `prefix.`; the problems of every entry
+    /// are reported together.
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
-        keys_under(prefix, batch)
-            .into_iter()
-            .map(|key| {
-                let value = T::from_dlpack_in(&join_name(prefix, &key), batch)?;
-                Ok((key, value))
-            })
-            .collect()
+        let mut map = BTreeMap::new();
+        let mut problems = Problems::default();
+        for key in keys_under(prefix, batch) {
+            if let Some(value) = problems.field(T::from_dlpack_in(&join_name(prefix, &key), batch))
+            {
+                map.insert(key, value);
+            }
+        }
+        problems.finish()?;
+        Ok(map)
     }
+    /// Loads every existing entry in place; tensors of other keys are left in the batch
+    /// (unexpected).
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        load_entries(self.iter_mut(), prefix, batch, report)
+    }
+}
+
+/// Loads map entries in place, reporting the problems of all of them together.
+fn load_entries<'a, T: FromDLPack + 'a>(
+    entries: impl Iterator<Item = (&'a String, &'a mut T)>,
+    prefix: &str,
+    batch: &mut TensorBatch,
+    report: &mut LoadReport,
+) -> Result<()> {
+    let mut problems = Problems::default();
+    for (key, value) in entries {
+        problems.check(value.load_dlpack_in(&join_name(prefix, key), batch, report));
+    }
+    problems.finish()
 }
 
 impl<T: ToDLPack, S: BuildHasher> ToDLPack for HashMap<String, T, S> {
@@ -300,6 +288,14 @@ impl<T: FromDLPack, S: BuildHasher + Default> FromDLPack for HashMap<String, T, 
         let sorted = BTreeMap::<String, T>::from_dlpack_in(prefix, batch)?;
         Ok(sorted.into_iter().collect())
     }
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        load_entries(self.iter_mut(), prefix, batch, report)
+    }
 }
 
 impl<T: ToDLPack> ToDLPack for Box<T> {
@@ -319,6 +315,14 @@ impl<T: FromDLPack> FromDLPack for Box<T> {
     }
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         T::from_dlpack_in(prefix, batch).map(Box::new)
+    }
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        (**self).load_dlpack_in(prefix, batch, report)
     }
 }
 

@@ -1,0 +1,148 @@
+//! Strict imports and in-place loads that report every problem at once, as PyTorch's
+//! `load_state_dict` does: [`Problems`] collects the errors of the fields and items of
+//! one value, and the top-level functions add the names nobody took.
+
+use crate::error::{Error, Result};
+use crate::tensor_batch::TensorBatch;
+
+use super::FromDLPack;
+
+/// What a lenient load found missing or unexpected, like PyTorch's `_IncompatibleKeys`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Tensors the value expects that the batch does not have, by name.
+    pub missing: Vec<String>,
+    /// Tensors of the batch that the value does not expect, by name, in batch order.
+    pub unexpected: Vec<String>,
+}
+
+impl LoadReport {
+    /// Whether nothing was missing or unexpected.
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.unexpected.is_empty()
+    }
+}
+
+/// The errors met while importing or loading the fields or items of one value, which
+/// goes on past the first so that all are reported together.
+#[derive(Debug, Default)]
+pub struct Problems {
+    errors: Vec<Error>,
+}
+
+impl Problems {
+    /// No problems yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `result`, or `None` after recording its error.
+    pub fn field<T>(&mut self, result: Result<T>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.errors.push(err);
+                None
+            }
+        }
+    }
+
+    /// Records the error of `result`, if any.
+    pub fn check(&mut self, result: Result<()>) {
+        if let Err(err) = result {
+            self.errors.push(err);
+        }
+    }
+
+    /// `Ok` if nothing was recorded, else every problem in one error.
+    pub fn finish(self) -> Result<()> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(self.into_error())
+        }
+    }
+
+    /// Every problem recorded, in one [`Error::StateDict`] (its lists empty if there
+    /// were none).
+    pub fn into_error(self) -> Error {
+        merge(self.errors, Vec::new())
+    }
+}
+
+/// One [`Error::StateDict`] from the errors of several fields or items (flattening the
+/// ones they reported themselves) and the names nobody took.
+fn merge(errors: Vec<Error>, unexpected: Vec<String>) -> Error {
+    let mut missing = Vec::new();
+    let mut unexpected_all = Vec::new();
+    let mut failed = Vec::new();
+    for err in errors {
+        match err {
+            Error::MissingTensor { name } => missing.push(name),
+            Error::UnexpectedTensors { names } => unexpected_all.extend(names),
+            Error::StateDict {
+                missing: m,
+                unexpected: u,
+                failed: f,
+            } => {
+                missing.extend(m);
+                unexpected_all.extend(u);
+                failed.extend(f);
+            }
+            other => failed.push(other),
+        }
+    }
+    unexpected_all.extend(unexpected);
+    Error::StateDict {
+        missing,
+        unexpected: unexpected_all,
+        failed,
+    }
+}
+
+fn leftovers(batch: &TensorBatch) -> Vec<String> {
+    batch.names().map(str::to_owned).collect()
+}
+
+/// Imports a value from a whole batch, refusing leftovers: every problem in one error.
+pub(crate) fn strict_from<T: FromDLPack>(mut batch: TensorBatch) -> Result<T> {
+    let value = T::from_dlpack_in("", &mut batch);
+    match value {
+        Ok(value) if batch.is_empty() => Ok(value),
+        Ok(_) => Err(merge(Vec::new(), leftovers(&batch))),
+        Err(err) => Err(merge(vec![err], leftovers(&batch))),
+    }
+}
+
+/// Loads a whole batch into `value`: what it found missing and unexpected, and the
+/// error of the tensors that did not fit, if any.
+fn load<T: FromDLPack>(value: &mut T, mut batch: TensorBatch) -> (LoadReport, Option<Error>) {
+    let mut report = LoadReport::default();
+    let result = value.load_dlpack_in("", &mut batch, &mut report);
+    report.unexpected = leftovers(&batch);
+    (report, result.err())
+}
+
+/// [`FromDLPack::load_dlpack`].
+pub(super) fn strict<T: FromDLPack>(value: &mut T, batch: TensorBatch) -> Result<()> {
+    let (report, err) = load(value, batch);
+    if report.is_empty() && err.is_none() {
+        return Ok(());
+    }
+    let mut errors: Vec<Error> = err.into_iter().collect();
+    errors.extend(
+        report
+            .missing
+            .into_iter()
+            .map(|name| Error::MissingTensor { name }),
+    );
+    Err(merge(errors, report.unexpected))
+}
+
+/// [`FromDLPack::load_dlpack_lenient`].
+pub(super) fn lenient<T: FromDLPack>(value: &mut T, batch: TensorBatch) -> Result<LoadReport> {
+    match load(value, batch) {
+        (report, None) => Ok(report),
+        (_, Some(err)) => Err(merge(vec![err], Vec::new())),
+    }
+}

@@ -1,0 +1,176 @@
+//! [`ToDLPack`] and [`FromDLPack`]: one array becomes one [`ManagedTensor`], a struct of
+//! arrays a [`TensorBatch`] of named tensors.
+//!
+//! - `containers`: the impls for tensors, batches, `Option`, `Vec`, maps and `Box`;
+//! - `load`: strict imports and in-place loads that report every problem at once, as
+//!   PyTorch's `load_state_dict` does.
+
+mod containers;
+mod load;
+
+use crate::error::{Error, Result};
+use crate::tensor::ManagedTensor;
+use crate::tensor_batch::TensorBatch;
+
+pub use load::LoadReport;
+pub use load::Problems;
+pub(crate) use load::strict_from;
+
+/// Export to DLPack.
+///
+/// Arrays export as one [`ManagedTensor`]; structs deriving `ToDLPack` export as a
+/// [`TensorBatch`] whose names follow the fields.
+///
+/// The method consumes the value, as `into_` methods do: the name follows the DLPack
+/// ecosystem's `to_dlpack`/`from_dlpack` pair (PyTorch's, NumPy's), and for views and
+/// references, which are copied, it is a `to_` conversion in the Rust sense too.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be exported through DLPack",
+    label = "not an array, a tensor, or a struct deriving `ToDLPack`",
+    note = "on a field of a `#[derive(ToDLPack)]` struct: leave it out with \
+            `#[dlpack(skip)]`, or export it with `#[dlpack(with = \"module\")]` (a module \
+            with `to_dlpack_into` and `from_dlpack_in` functions)"
+)]
+pub trait ToDLPack: Sized {
+    /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
+    type Output;
+
+    /// Exports `self`.
+    fn to_dlpack(self) -> Result<Self::Output>;
+
+    /// Adds this value's tensors to `batch` under `prefix`: a single tensor is named
+    /// `prefix` itself, the tensors of a struct `prefix.field` (or `field` when the
+    /// prefix is empty). This is how derived impls nest.
+    fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()>;
+}
+
+/// Import from DLPack.
+///
+/// `from_dlpack` is strict for batches, like `load_state_dict(strict=True)`: every
+/// missing name, every leftover name and every tensor of the wrong dtype or rank is
+/// reported at once, in one [`Error::StateDict`]. For a lenient import that leaves
+/// unknown tensors alone, use [`TensorBatch::extract`]; to fill an existing value in
+/// place, [`load_dlpack`](Self::load_dlpack) and
+/// [`load_dlpack_lenient`](Self::load_dlpack_lenient).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be imported through DLPack",
+    label = "not an array, a tensor, or a struct deriving `FromDLPack`",
+    note = "on a field of a `#[derive(FromDLPack)]` struct: leave it out with \
+            `#[dlpack(skip)]` (it is then `Default::default()`), or import it with \
+            `#[dlpack(with = \"module\")]` (a module with `to_dlpack_into` and \
+            `from_dlpack_in` functions)"
+)]
+pub trait FromDLPack: Sized {
+    /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
+    type Input;
+
+    /// Imports from `input`.
+    fn from_dlpack(input: Self::Input) -> Result<Self>;
+
+    /// Takes this value's tensors out of `batch` from under `prefix` (see
+    /// [`ToDLPack::to_dlpack_into`]), leaving other tensors in place.
+    fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self>;
+
+    /// Loads this value's tensors from under `prefix` into `self`, taking them out of
+    /// `batch`: in place where the type allows it (an `Array` keeps its buffer, so its
+    /// shape and dtype must match the tensor's), by replacement otherwise. Names it
+    /// expects but does not find go to `report.missing` instead of failing.
+    ///
+    /// The default replaces `self` with [`from_dlpack_in`](Self::from_dlpack_in) when
+    /// any tensor is named `prefix` or `prefix.*`.
+    fn load_dlpack_in(
+        &mut self,
+        prefix: &str,
+        batch: &mut TensorBatch,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        if !batch.contains_prefix(prefix) {
+            report.missing.push(prefix.to_owned());
+            return Ok(());
+        }
+        *self = Self::from_dlpack_in(prefix, batch)?;
+        Ok(())
+    }
+
+    /// Loads `batch` into this existing value, like PyTorch's
+    /// `load_state_dict(strict=True)`: arrays are filled in place (same buffers), and
+    /// every missing, unexpected and mismatched tensor is reported at once in one
+    /// [`Error::StateDict`]. The tensors that fit are loaded even when others do not.
+    fn load_dlpack(&mut self, batch: TensorBatch) -> Result<()>
+    where
+        Self: FromDLPack<Input = TensorBatch>,
+    {
+        load::strict(self, batch)
+    }
+
+    /// Loads `batch` into this existing value, like PyTorch's
+    /// `load_state_dict(strict=False)`: missing and unexpected tensors are returned in
+    /// the [`LoadReport`] (PyTorch's `_IncompatibleKeys`); tensors that are there but do
+    /// not fit (dtype, rank or shape) are still an [`Error::StateDict`].
+    fn load_dlpack_lenient(&mut self, batch: TensorBatch) -> Result<LoadReport>
+    where
+        Self: FromDLPack<Input = TensorBatch>,
+    {
+        load::lenient(self, batch)
+    }
+}
+
+/// `prefix.name`, or `name` when the prefix is empty.
+pub fn join_name(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        let mut joined = String::with_capacity(prefix.len() + 1 + name.len());
+        joined.push_str(prefix);
+        joined.push('.');
+        joined.push_str(name);
+        joined
+    }
+}
+
+/// Exports a value that becomes a single tensor under the name `name`.
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+pub(crate) fn leaf_into<T>(value: T, name: &str, batch: &mut TensorBatch) -> Result<()>
+where
+    T: ToDLPack<Output = ManagedTensor>,
+{
+    let tensor = value.to_dlpack().map_err(|e| e.in_tensor(name))?;
+    batch.insert(name, tensor)
+}
+
+/// Imports a value that is a single tensor named `name`.
+pub(crate) fn leaf_from<T>(name: &str, batch: &mut TensorBatch) -> Result<T>
+where
+    T: FromDLPack<Input = ManagedTensor>,
+{
+    let tensor = batch.remove(name).ok_or_else(|| Error::MissingTensor {
+        name: name.to_owned(),
+    })?;
+    T::from_dlpack(tensor).map_err(|e| e.in_tensor(name))
+}
+
+/// Loads the single tensor named `name` into `value` with `load` (which checks and
+/// copies in place); a missing tensor goes to the report.
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+pub(crate) fn leaf_load<T>(
+    value: &mut T,
+    name: &str,
+    batch: &mut TensorBatch,
+    report: &mut LoadReport,
+    load: impl FnOnce(&mut T, ManagedTensor) -> Result<()>,
+) -> Result<()> {
+    match batch.remove(name) {
+        Some(tensor) => load(value, tensor).map_err(|e| e.in_tensor(name)),
+        None => {
+            report.missing.push(name.to_owned());
+            Ok(())
+        }
+    }
+}
+
+/// Exports a value into a fresh batch at the top level.
+pub(crate) fn batch_of<T: ToDLPack>(value: T) -> Result<TensorBatch> {
+    let mut batch = TensorBatch::new();
+    value.to_dlpack_into("", &mut batch)?;
+    Ok(batch)
+}
