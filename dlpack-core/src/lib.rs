@@ -225,7 +225,13 @@ pub use dlpack_derive::FromDLPack;
 #[doc(hidden)]
 pub mod __private;
 
-/// The README's examples, compiled and run as doctests.
+/// This crate's README, its examples compiled and run as doctests.
+#[cfg(all(doctest, feature = "derive", feature = "ndarray"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The repository's README (outside the package: only `cargo test` in the repository
+/// reads it).
 #[cfg(all(doctest, feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
+struct RepositoryReadmeDoctests;

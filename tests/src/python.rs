@@ -749,7 +749,7 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bool_len, m)?)?;
     m.add_function(wrap_pyfunction!(write_first, m)?)?;
     m.add_function(wrap_pyfunction!(two_mutable_views, m)?)?;
-    m.add_class::<Tensor>()?;
+    dlpack_core::python::add_to_module(m)?;
     Ok(())
 }
 

@@ -130,7 +130,7 @@ mod import;
 mod tensor;
 
 pub use import::{from_dlpack, from_dlpack_with};
-pub use tensor::Tensor;
+pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
 
 pub(crate) use capsule::release_python_tensor;
 

@@ -10,9 +10,9 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::tensor::ManagedTensor;
 use crate::tensor_batch::TensorBatch;
 
-/// A [`ManagedTensor`] as a Python object (`dlpack_core.Tensor`) that any DLPack
-/// consumer accepts: `numpy.from_dlpack`, `torch.from_dlpack`,
-/// `jax.dlpack.from_dlpack`, `array_api_strict.from_dlpack`, ...
+/// A [`ManagedTensor`] as a Python object that any DLPack consumer accepts:
+/// `numpy.from_dlpack`, `torch.from_dlpack`, `jax.dlpack.from_dlpack`,
+/// `array_api_strict.from_dlpack`, ...
 ///
 /// Made by returning a [`ManagedTensor`] to Python, or with [`Tensor::new`]. Every
 /// `__dlpack__` call makes a new capsule that shares the data and keeps it alive; the
@@ -22,8 +22,17 @@ use crate::tensor_batch::TensorBatch;
 /// Python attributes: `shape` and `strides` (tuples; `strides` in elements, `None` if the
 /// producer gave none), `ndim`, `dtype` (a NumPy-style name such as `"float32"`),
 /// `device` (such as `"cpu:0"`), `read_only`, and `data_ptr()` (the address of the first
-/// element).
-#[pyclass(frozen, module = "dlpack_core", name = "Tensor")]
+/// element). The typing stub is [`TENSOR_STUB`](crate::python::TENSOR_STUB).
+///
+/// An extension exposes the class (for `isinstance` and type annotations) with
+/// [`add_to_module`](crate::python::add_to_module), which also names it after the
+/// module: `your_extension.Tensor`. Objects made before that, or by an extension that
+/// never adds it, call their type `builtins.Tensor`.
+///
+/// A `Tensor` cannot be pickled or copied with `copy`: it shares memory with its
+/// producer, which another process cannot reach. Pickling it is a `TypeError` that says
+/// to copy it into an array first (`numpy.from_dlpack(t, copy=True)`).
+#[pyclass(frozen, name = "Tensor")]
 pub struct Tensor {
     tensor: Arc<ManagedTensor>,
 }
@@ -162,7 +171,39 @@ impl Tensor {
     fn __repr__(&self) -> String {
         self.repr()
     }
+
+    /// Refuses to pickle (and `copy`) the tensor, with what to do instead.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(pyo3::exceptions::PyTypeError::new_err(
+            "cannot pickle a DLPack Tensor: it shares memory with its producer; copy it into \
+             an array first, for example numpy.from_dlpack(t, copy=True)",
+        ))
+    }
 }
+
+/// Adds the [`Tensor`] class to an extension module, named after it
+/// (`module.Tensor`, whose `__module__` is the module's name), so that Python code can
+/// test `isinstance(x, module.Tensor)` and pickle's error names the right place.
+///
+/// ```no_run
+/// use pyo3::prelude::*;
+///
+/// #[pymodule]
+/// fn my_extension(m: &Bound<'_, PyModule>) -> PyResult<()> {
+///     dlpack_core::python::add_to_module(m)?;
+///     Ok(())
+/// }
+/// ```
+pub fn add_to_module(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Tensor>()?;
+    let ty = module.py().get_type::<Tensor>();
+    ty.setattr(pyo3::intern!(module.py(), "__module__"), module.name()?)
+}
+
+/// The typing stub of the [`Tensor`] class (`.pyi` text), for an extension's own stub
+/// file: an extension that adds the class with [`add_to_module`] includes it in
+/// `your_extension.pyi` (which maturin ships when it sits beside `Cargo.toml`).
+pub const TENSOR_STUB: &str = include_str!("../../stubs/tensor.pyi");
 
 impl<'py> IntoPyObject<'py> for ManagedTensor {
     type Target = Tensor;

@@ -1,0 +1,50 @@
+# The typing stub of dlpack-core's `Tensor` class: include it in the `.pyi` file of an
+# extension that exposes the class (`dlpack_core::python::add_to_module`).
+from typing import Any, NoReturn, Optional, Tuple, final
+
+@final
+class Tensor:
+    """A Rust tensor that any DLPack consumer accepts (NumPy, PyTorch, JAX, ...)."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """Exports the tensor as a DLPack capsule (Python array API `__dlpack__`)."""
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """`(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU."""
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The extents."""
+
+    @property
+    def strides(self) -> Optional[Tuple[int, ...]]:
+        """The strides in elements, or `None` (C-contiguous) if the producer gave none."""
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+
+    @property
+    def dtype(self) -> str:
+        """The element type, named as NumPy names it (`"float32"`, `"bool"`, ...)."""
+
+    @property
+    def device(self) -> str:
+        """The device, as `"cpu:0"`, `"cuda:1"`, ..."""
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the producer forbids writes."""
+
+    def data_ptr(self) -> int:
+        """The address of the first element."""
+
+    def __reduce__(self) -> NoReturn:
+        """Refuses to pickle (and `copy`) the tensor, with what to do instead."""

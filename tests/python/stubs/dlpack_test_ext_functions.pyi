@@ -1,0 +1,9 @@
+# The test extension's own functions that the typed example uses; the `Tensor` class
+# comes first, from dlpack-core's stub (scripts/test-python puts the two together).
+from typing import Any, List, Tuple
+
+def make(
+    dtype: str, shape: List[int], layout: str = "c", counted: bool = False, align: int = 0
+) -> Tuple[Tensor, int]: ...
+def roundtrip(tensor: Any) -> Tensor: ...
+def live_exports() -> int: ...
