@@ -37,14 +37,24 @@ pub(crate) struct Desc {
     pub(crate) flags: u64,
 }
 
-/// The bookkeeping after the managed struct, the same for every owner type.
+/// The bookkeeping after the managed struct, the same for every owner type (three
+/// words: a header keeps the size it had before our headers were recognised by their
+/// own address).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct Meta {
-    /// The owner's type, for [`ManagedTensor::into_owner`].
-    owner_type: TypeId,
+    /// The owner's type, for [`ManagedTensor::into_owner`]: [`type_of::<O>`](type_of).
+    owner_type: fn() -> TypeId,
     /// Drops the owner and frees the allocation: [`release::<M, O>`](release).
     release: unsafe fn(*mut u8),
+    /// The rank the header was allocated for, kept where a holder of the raw pointer,
+    /// who may rewrite the managed struct's `ndim`, does not write.
+    ndim: usize,
+}
+
+/// The [`TypeId`] of `O`, as a function that [`Meta`] can point to.
+fn type_of<O: 'static>() -> TypeId {
+    TypeId::of::<O>()
 }
 
 /// The part of a header that does not depend on the owner type.
@@ -159,8 +169,9 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     let head = Head {
         managed: M::new(dl_tensor, desc.flags, base.as_ptr().cast(), M::OWN_DELETER),
         meta: Meta {
-            owner_type: TypeId::of::<O>(),
+            owner_type: type_of::<O>,
             release: release::<M, O>,
+            ndim,
         },
     };
     // SAFETY: as for `owner_field`, this only computes a field address.
@@ -200,9 +211,8 @@ impl<O> Drop for Unfinished<O> {
 /// - `header` is a live `Header<M, O>` made by [`build`], released once.
 unsafe fn release<M: Abi, O>(header: *mut u8) {
     let header = header.cast::<Header<M, O>>();
-    // SAFETY: the caller passes a live header, whose `ndim` nobody changed (the
-    // `from_raw` contract) since `build` wrote it.
-    let ndim = unsafe { (*header).head.managed.dl_tensor().ndim } as usize;
+    // SAFETY: the caller passes a live header; its bookkeeping is ours alone.
+    let ndim = unsafe { (*header).head.meta.ndim };
     // SAFETY: the header is live and nothing else references its owner.
     let owner: &mut ManuallyDrop<O> = unsafe { &mut (*header).owner };
     // SAFETY: the owner is initialised and dropped only here, once.
@@ -222,7 +232,8 @@ unsafe fn release<M: Abi, O>(header: *mut u8) {
 /// - `ptr` is a live header made by [`build`] (see [`is_own`]).
 pub(crate) unsafe fn owner_type<M: Abi>(ptr: NonNull<M>) -> TypeId {
     // SAFETY: the caller guarantees a live header, which starts with a `Head<M>`.
-    unsafe { (*ptr.cast::<Head<M>>().as_ptr()).meta.owner_type }
+    let owner_type = unsafe { (*ptr.cast::<Head<M>>().as_ptr()).meta.owner_type };
+    owner_type()
 }
 
 /// The owner of a header made by [`build`], if it has type `O`.
@@ -251,9 +262,8 @@ pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNul
 /// - nobody uses it, or calls its deleter, afterwards.
 pub(crate) unsafe fn take<M: Abi, O>(ptr: NonNull<M>) -> O {
     let header = ptr.cast::<Header<M, O>>();
-    // SAFETY: the caller guarantees a live header, whose `ndim` nobody changed since
-    // `build` wrote it.
-    let ndim = unsafe { (*header.as_ptr()).head.managed.dl_tensor().ndim } as usize;
+    // SAFETY: the caller guarantees a live header; its bookkeeping is ours alone.
+    let ndim = unsafe { (*header.as_ptr()).head.meta.ndim };
     // SAFETY: the caller guarantees a live header; this only computes a field address.
     let owner_field = unsafe { &raw const (*header.as_ptr()).owner };
     // SAFETY: the owner is initialised and, since the deleter never runs, moved out
@@ -361,7 +371,22 @@ impl ManagedTensor {
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
     pub fn into_owner<O: 'static>(self) -> Result<O, Self> {
-        if self.owner_ptr::<O>().is_none() {
+        self.into_owner_if(|_| true)
+    }
+
+    /// [`into_owner`](Self::into_owner) when `keep` accepts the owner; the tensor back
+    /// otherwise (one check of the header for both).
+    #[inline]
+    pub(crate) fn into_owner_if<O: 'static>(
+        self,
+        keep: impl FnOnce(&O) -> bool,
+    ) -> Result<O, Self> {
+        let Some(owner) = self.owner_ptr::<O>() else {
+            return Err(self);
+        };
+        // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
+        // `self`; it is only read here.
+        if !keep(unsafe { owner.as_ref() }) {
             return Err(self);
         }
         let this = ManuallyDrop::new(self);

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::layout;
 use crate::tensor::{Desc, ManagedTensor, build};
 use crate::tensor_batch::TensorBatch;
 use crate::traits::{FromDLPack, LoadReport, ToDLPack, leaf_from, leaf_into, leaf_load};
@@ -54,23 +53,13 @@ pub(super) fn reclaim<A: Element, D: Dimension + 'static>(
     macro_rules! try_dim {
         ($E:ty) => {
             if owner_type == TypeId::of::<Array<A, $E>>() {
-                if !tensor
-                    .owner::<Array<A, $E>>()
-                    .is_some_and(|a| fits(a.ndim()))
-                {
-                    return Err(tensor);
-                }
-                return tensor.into_owner::<Array<A, $E>>().map(into_dim);
+                return tensor
+                    .into_owner_if(|a: &Array<A, $E>| fits(a.ndim()))
+                    .map(into_dim);
             }
             if owner_type == TypeId::of::<ArcArray<A, $E>>() {
-                if !tensor
-                    .owner::<ArcArray<A, $E>>()
-                    .is_some_and(|a| fits(a.ndim()))
-                {
-                    return Err(tensor);
-                }
                 return tensor
-                    .into_owner::<ArcArray<A, $E>>()
+                    .into_owner_if(|a: &ArcArray<A, $E>| fits(a.ndim()))
                     .map(|shared| into_dim(shared.into_owned()));
             }
         };
@@ -94,18 +83,19 @@ fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
 ///
 /// - `data(owner)`, called with the owner at its final address, returns the address of
 ///   element `[0, ...]` of an array with extents `dim` and strides `strides` (ndarray
-///   bit patterns) whose elements the owner keeps alive, unmoved, for as long as it
-///   lives untouched;
+///   bit patterns, as an array's own `D`s: one stride per axis, and extents whose
+///   product ndarray keeps within `isize::MAX`, so each fits `i64`) whose elements the
+///   owner keeps alive, unmoved, for as long as it lives untouched;
 /// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
 ///   with it, nobody writes them.
-unsafe fn export_owner<A: Element, O: Send + 'static>(
+unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
     owner: O,
     data: impl FnOnce(&mut O) -> *mut c_void,
-    dim: &[usize],
-    strides: &[usize],
+    dim: &D,
+    strides: &D,
     flags: u64,
 ) -> Result<ManagedTensor> {
-    layout::check_native_layout(dim, strides.len())?;
+    let (dim, strides) = (dim.slice(), strides.slice());
     let describe = |owner: &mut O, shape_out: &mut [i64], strides_out: &mut [i64]| {
         let outs = shape_out.iter_mut().zip(strides_out.iter_mut());
         for ((shape, stride), (&extent, &bits)) in outs.zip(dim.iter().zip(strides)) {
@@ -121,8 +111,8 @@ unsafe fn export_owner<A: Element, O: Send + 'static>(
         })
     };
     // SAFETY:
-    // - `check_native_layout` checked that the extents fit i64 and there is one stride
-    //   per axis; the strides are `isize` bit patterns, which fit i64;
+    // - one stride per axis, extents that fit i64 (the caller's array), and strides
+    //   that are `isize` bit patterns, which fit i64; `build` checks the rank fits i32;
     // - the caller guarantees the data requirements for as long as the owner lives;
     //   `A: Element` makes the dtype describe the memory.
     unsafe { build::<DLManagedTensorVersioned, O>(owner, dim.len(), describe) }
@@ -180,7 +170,7 @@ where
     let strides = stride_bits(&array);
     // SAFETY: the caller's guarantees, for the array's own extents and strides, within
     // which ndarray keeps every index in bounds.
-    unsafe { export_owner::<A, _>(array, data, dim.slice(), strides.slice(), flags) }
+    unsafe { export_owner::<A, _, _>(array, data, &dim, &strides, flags) }
 }
 
 fn export_array<A: Element, D: Dimension + 'static>(
@@ -393,13 +383,7 @@ impl ManagedTensor {
         // - the caller keeps the elements alive and unwritten until the deleter runs;
         // - the tensor is `READ_ONLY`. The owner `()` holds nothing.
         unsafe {
-            export_owner::<A, _>(
-                (),
-                |_| data,
-                dim.slice(),
-                strides.slice(),
-                DLPACK_FLAG_BITMASK_READ_ONLY,
-            )
+            export_owner::<A, _, _>((), |_| data, &dim, &strides, DLPACK_FLAG_BITMASK_READ_ONLY)
         }
     }
 }
