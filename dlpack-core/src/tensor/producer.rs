@@ -21,6 +21,10 @@ impl ManagedTensor {
     /// Every reachable element must lie inside the buffer, or this is an
     /// [`Error::OutOfBuffer`]. The tensor is on the CPU, writable, flags 0.
     ///
+    /// The owner comes back with [`into_owner`](Self::into_owner); a `Vec<A>` in
+    /// standard layout also comes back as an `Array` from `Array::from_dlpack`, without
+    /// a copy (feature `ndarray`).
+    ///
     /// ```
     /// use dlpack_core::ManagedTensor;
     ///

@@ -36,8 +36,8 @@ macro_rules! each_dim {
 }
 
 /// The `Array` inside one of our `Array` or `ArcArray` exports of `A` with the rank of
-/// `D`, without copying (an `ArcArray` still shared elsewhere is copied); else the
-/// tensor back.
+/// `D`, or the `Vec<A>` of a `from_buffer` tensor in standard layout, without copying
+/// (an `ArcArray` still shared elsewhere is copied); else the tensor back.
 ///
 /// The rank is checked on the owner itself, not on the header: whoever held the raw
 /// pointer could have written the header, never the owner.
@@ -65,7 +65,50 @@ pub(super) fn reclaim<A: Element, D: Dimension + 'static>(
         };
     }
     each_dim!(try_dim);
+    if owner_type == TypeId::of::<Vec<A>>() {
+        return reclaim_vec(tensor);
+    }
     Err(tensor)
+}
+
+/// The `Vec` of a [`ManagedTensor::from_buffer`] tensor, as an array, when the tensor
+/// is exactly that vector in standard layout (offset 0, C-contiguous strides, as many
+/// elements as the vector holds); else the tensor back. The header is only trusted as
+/// far as `Array::from_shape_vec` checks it: the shape must account for every element.
+fn reclaim_vec<A: Element, D: Dimension + 'static>(
+    tensor: ManagedTensor,
+) -> Result<Array<A, D>, ManagedTensor> {
+    let shape: Option<Vec<usize>> = tensor
+        .shape()
+        .iter()
+        .map(|&n| usize::try_from(n).ok())
+        .collect();
+    let Some(dim) = shape.and_then(|shape| D::from_dimension(&IxDyn(&shape))) else {
+        return Err(tensor);
+    };
+    let standard = match tensor.strides() {
+        None => true,
+        Some(strides) => {
+            let expected = dim.default_strides();
+            dim.slice()
+                .iter()
+                .zip(strides.iter().zip(expected.slice()))
+                .all(|(&n, (&s, &e))| n <= 1 || s == e as isize as i64)
+        }
+    };
+    let Some(count) = dim.size_checked() else {
+        return Err(tensor);
+    };
+    if !standard || tensor.byte_offset() != 0 {
+        return Err(tensor);
+    }
+    let data = tensor.data().cast_const().cast::<A>();
+    tensor
+        .into_owner_if(|v: &Vec<A>| v.as_ptr() == data && v.len() == count)
+        .map(|v| match Array::from_shape_vec(dim, v) {
+            Ok(array) => array,
+            Err(_) => unreachable!("the shape holds exactly the vector's elements"),
+        })
 }
 
 /// Converts between dimension types of the same rank (checked by the caller), which
@@ -330,9 +373,11 @@ to_one_tensor! {
 }
 
 from_one_tensor! {
-    /// Our own `Array` export comes back without a copy (same buffer, same layout);
-    /// anything else is checked like [`ManagedTensor::as_array`] and copied into
-    /// standard layout. The tensor is consumed either way.
+    /// Our own `Array` export comes back without a copy (same buffer, same layout), and
+    /// so does the `Vec<A>` of a [`ManagedTensor::from_buffer`] tensor in standard
+    /// layout (offset 0, C-contiguous, every element of the vector); anything else is
+    /// checked like [`ManagedTensor::as_array`] and copied into standard layout. The
+    /// tensor is consumed either way.
     impl[A: Element, D: Dimension + 'static] for Array<A, D> {
         |tensor| match reclaim::<A, D>(tensor) {
             Ok(array) => Ok(array),
