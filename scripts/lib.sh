@@ -1,6 +1,6 @@
 # Shared by the scripts in this folder: source it, do not run it.
 #   root                 the repository's top folder
-#   step TEXT            prints a step header
+#   step TEXT            prints a step header, with the time elapsed so far
 #   use_python_env       creates (once) and activates the cached venv of scripts/python-env,
 #                        for maturin, pytest and PyO3 builds
 #   use_python_libdir    lets test binaries that embed Python load this interpreter's
@@ -13,7 +13,8 @@
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-step() { printf '\n==> %s\n' "$*"; }
+# (Each header also says how long the script has run, for the time budget of CI.)
+step() { printf '\n==> %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 use_python_env() {
     local venv

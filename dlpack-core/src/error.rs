@@ -186,6 +186,16 @@ pub enum Error {
     /// `BufferError`.
     #[error("read-only tensor cannot be exported as legacy DLPack, which has no read-only flag")]
     ReadOnlyLegacy,
+    /// Another framework (libtorch through `dlpack-tch`, burn) refused the tensor or
+    /// cannot represent it: a dtype, device or layout it lacks, or its own error.
+    /// Python: `BufferError`.
+    #[error("{framework}: {message}")]
+    Framework {
+        /// The framework: `"torch"`, `"burn"`.
+        framework: &'static str,
+        /// Its message, one line.
+        message: String,
+    },
     /// Two tensors of a batch have the same name. Python: `ValueError`.
     #[error("duplicate tensor name `{name}`")]
     DuplicateName {

@@ -52,6 +52,7 @@
 //! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts; `positions` (each distinct byte once) |
 //! | `interop::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
 //! | `interop::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
+//! | `interop::burn` | [`burn`] flex tensors (feature `burn`): the allocation controller of imports |
 //! | [`batch`], `traits` | [`TensorBatch`] of named tensors, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |
 //! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`): errors, the class, the fast `__dlpack__`, export, capsules, import |
 //! | `error` | [`Error`], [`Result`], [`ReadOnlyLegacyError`] |
@@ -70,6 +71,8 @@
 //! |---|---|---|
 //! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy | exclusive | the tensor holds the only handle to its buffer |
 //! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller promised it (their `# Safety` sections) |
+//! | a burn `FlexTensor` whose bytes no other burn tensor shares | exclusive | the header holds the only reference |
+//! | `unsafe` `from_raw_shared`; a burn `FlexTensor` whose bytes other burn tensors share (`READ_ONLY` too); a tch tensor whose storage other torch tensors reach (`dlpack-tch`) | shared | the producer keeps other handles of the memory |
 //! | Python: `from_dlpack`, `extract`, a raw capsule | shared | the producer keeps its own handle: the NumPy array, the torch tensor, the object exported twice |
 //! | Python, a copy: `from_dlpack_with(obj, Some(true))`, or a capsule flagged `IS_COPIED` | exclusive | the protocol makes a copy the consumer's alone |
 //!
@@ -82,6 +85,9 @@
 //!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
 //!   holds the original array from writing it while a Rust view lives; do not do that,
 //!   or import a copy.
+//! - Handing a tensor to a framework whose tensors are always writable (torch, through
+//!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
+//!   on the way, an exclusive one moves without a copy.
 //! - Taking a tensor back without a copy (`Array::from_dlpack`, `DLPackArray::into_owned`,
 //!   [`ManagedTensor::into_owner`]) works only for headers this crate made, recognised
 //!   by a property no copy of a header has (`manager_ctx` holds the header's own address,
@@ -99,7 +105,8 @@
 //! # Features
 //!
 //! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds
-//! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop and `dlpark` the bridge.
+//! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop, `dlpark` the dlpark bridge and
+//! `burn` burn's flex tensors.
 //! With `--no-default-features` the crate is the bare ABI and ownership layer.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -202,6 +209,53 @@ pub mod batch {
 #[cfg(feature = "dlpark")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dlpark")))]
 pub mod dlpark {}
+
+/// [`ToDLPack`] and [`FromDLPack`] for burn's flex CPU tensors
+/// ([`burn_flex::FlexTensor`], burn 0.22), zero-copy both ways.
+///
+/// | direction | memory | the [`ManagedTensor`] or tensor is |
+/// |---|---|---|
+/// | `FlexTensor::to_dlpack` | the tensor's `Arc<Bytes>`, shared with the header | writable and exclusive when that was the only reference; `READ_ONLY` and shared otherwise (burn never writes into shared bytes) |
+/// | `FlexTensor::from_dlpack` | the producer's memory, in an allocation controller that owns the `ManagedTensor` | any strided layout: negative, zero or permuted strides, offsets |
+///
+/// burn writes in place only into bytes it holds alone, and asks their controller for
+/// mutable memory first. The controller of an import lends the producer's memory only
+/// when the tensor is [exclusive](ManagedTensor::is_exclusive), writable and has no
+/// two elements at one address; otherwise (a `READ_ONLY` tensor, a Python import, a
+/// broadcast) the first write copies it, and the producer's deleter runs then, once.
+/// In every other case it runs when burn drops the last tensor that uses the bytes.
+///
+/// Checked on import: the dtype (every float, integer and `bool` type both have; a
+/// `bool` must hold 0 or 1), a CPU-accessible device ([`Error::UnsupportedDevice`]
+/// otherwise), and the layout (extents, overflow, NULL data, element alignment, which
+/// burn needs). On export, the flex layout itself, which burn does not validate: every
+/// element must lie inside the tensor's bytes ([`Error::OutOfBuffer`]). Quantized and
+/// `Flex32` tensors are an [`Error::Framework`].
+///
+/// burn's own `Tensor<D, K>` dispatches at run time; its flex primitive is the
+/// `FlexTensor`. With burn's `flex` and `extension` features:
+///
+/// ```ignore
+/// use burn::backend::Flex;
+/// use burn::tensor::{Device, Tensor};
+/// use dlpack_core::{FromDLPack, ToDLPack};
+///
+/// let t = Tensor::<2>::from_data([[1.0f32, 2.0], [3.0, 4.0]], &Device::flex());
+/// let flex = t.try_into_primitive::<Flex>().expect("a flex tensor");
+/// let managed = flex.to_dlpack()?; // zero-copy
+/// let back = Tensor::<2>::from_primitive::<Flex>(burn_flex::FlexTensor::from_dlpack(managed)?);
+/// ```
+///
+/// The impls are on `FlexTensor`, not on `Tensor`, because the crate that defines
+/// `Tensor` (burn-tensor 0.22) has an optional dependency on tch 0.22, which cannot
+/// share a lockfile with the tch 0.26 of `dlpack-tch` (both link the native `tch`
+/// library): no workspace or application can hold burn-tensor 0.22 and tch 0.26
+/// together. The derive accepts `FlexTensor` fields like arrays.
+///
+/// This feature needs Rust 1.95, as burn does.
+#[cfg(feature = "burn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "burn")))]
+pub mod burn {}
 
 /// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.

@@ -1,5 +1,7 @@
 //! Bridges to other crates' arrays and tensors.
 
+#[cfg(feature = "burn")]
+pub(crate) mod burn;
 #[cfg(feature = "dlpark")]
 pub(crate) mod dlpark;
 #[cfg(feature = "ndarray")]

@@ -22,6 +22,7 @@ impl From<Error> for PyErr {
             | Error::UnsupportedVersion { .. }
             | Error::UnsupportedLanes { .. }
             | Error::ReadOnlyLegacy
+            | Error::Framework { .. }
             | Error::NullPointer { .. }
             | Error::Misaligned { .. }
             | Error::NegativeNdim { .. }

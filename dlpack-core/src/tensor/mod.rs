@@ -155,6 +155,27 @@ impl ManagedTensor {
         Self::checked(Raw::Versioned(ptr))
     }
 
+    /// Takes ownership of a DLPack 1.x tensor whose producer keeps other handles to the
+    /// same memory (a framework's tensor that still has views of its storage): the
+    /// result is [shared](Self::is_exclusive), so mutable views are refused, while
+    /// read-only views rely on the DLPack protocol's promise, as Python imports do.
+    ///
+    /// Checks as [`from_raw`](Self::from_raw) does, with the deleter run on every error
+    /// but a NULL pointer.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_raw`](Self::from_raw), except the fourth point: other handles of the
+    /// producer may reach the data, and nobody writes it while a view borrowed from
+    /// this tensor is read (the protocol's promise to consumers).
+    pub unsafe fn from_raw_shared(ptr: *mut DLManagedTensorVersioned) -> Result<Self> {
+        // SAFETY:
+        // - the caller's contract is `from_raw`'s but for exclusive access;
+        // - the handle is marked shared before any view can be made, which is all that
+        //   `from_raw`'s exclusivity point is needed for.
+        unsafe { Self::from_raw(ptr) }.map(Self::into_shared)
+    }
+
     /// Takes ownership of a legacy (pre-1.0) `DLManagedTensor`.
     ///
     /// Performs the same checks as [`from_raw`](Self::from_raw) except the version,
@@ -214,9 +235,11 @@ impl ManagedTensor {
     }
 
     /// Marks the tensor shared: another live handle may reach its data, so mutable
-    /// views are refused.
-    #[cfg(feature = "pyo3")]
-    pub(crate) fn into_shared(mut self) -> Self {
+    /// views are refused from now on. Bridges to other frameworks use it for exports
+    /// of tensors that the framework may still reach (a torch tensor with other views
+    /// of its storage). Safe: it only takes a permission away.
+    #[must_use]
+    pub fn into_shared(mut self) -> Self {
         self.kind.0 |= Kind::SHARED;
         self
     }

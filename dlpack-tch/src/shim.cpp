@@ -1,0 +1,156 @@
+// The C side of dlpack-tch: libtorch's own DLPack converter (ATen/DLConvertor.h) behind
+// three C functions that never let a C++ exception out. Every function reports failure
+// by returning non-zero with a one-line message (no backtrace) in the caller's buffer.
+
+#include <ATen/ATen.h>
+#include <ATen/DLConvertor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace {
+
+// Copies the first line of `message` into `buffer` (NUL-terminated, truncated to fit).
+void write_message(const char* message, char* buffer, std::size_t size) noexcept {
+  if (buffer == nullptr || size == 0) {
+    return;
+  }
+  std::size_t n = 0;
+  while (message[n] != '\0' && message[n] != '\n' && n + 1 < size) {
+    buffer[n] = message[n];
+    ++n;
+  }
+  buffer[n] = '\0';
+}
+
+// The message of the exception in flight, without libtorch's backtrace.
+void describe_current_exception(char* buffer, std::size_t size) noexcept {
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    write_message(e.what_without_backtrace(), buffer, size);
+  } catch (const std::bad_alloc&) {
+    write_message("out of memory", buffer, size);
+  } catch (const std::exception& e) {
+    write_message(e.what(), buffer, size);
+  } catch (...) {
+    write_message("unknown C++ exception", buffer, size);
+  }
+}
+
+// Calls the producer's deleter exactly once: when the last copy of the `shared_ptr`
+// that holds it dies, whether that is the storage of a torch tensor or the unwinding of
+// a failed conversion.
+struct Owner {
+  DLManagedTensorVersioned* tensor;
+  explicit Owner(DLManagedTensorVersioned* t) noexcept : tensor(t) {}
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+  ~Owner() {
+    if (tensor->deleter != nullptr) {
+      tensor->deleter(tensor);
+    }
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+// Takes ownership of `src` and makes a torch tensor of its data, stored in `*out` as a
+// heap-allocated `at::Tensor` (what tch's `Tensor::from_ptr` takes).
+//
+// - `byte_offset` is folded into the data pointer before ATen sees the header (ATen
+//   ignores it);
+// - with `copy` set, the result is a copy (`clone`) and `src` is released before this
+//   returns;
+// - `src`'s deleter runs exactly once: when torch frees the storage, or before this
+//   returns if the conversion fails or copies.
+int dlpack_tch_from_dlpack(DLManagedTensorVersioned* src, int copy, void** out,
+                           char* message, std::size_t message_size) noexcept {
+  std::shared_ptr<Owner> owner;
+  try {
+    owner = std::make_shared<Owner>(src);
+  } catch (...) {
+    describe_current_exception(message, message_size);
+    if (src->deleter != nullptr) {
+      src->deleter(src);
+    }
+    return 1;
+  }
+  try {
+    DLManagedTensorVersioned header = *src;
+    header.dl_tensor.data =
+        static_cast<char*>(src->dl_tensor.data) + src->dl_tensor.byte_offset;
+    header.dl_tensor.byte_offset = 0;
+    // The deleter ATen keeps holds a reference to `owner`; its body has nothing to do,
+    // since releasing the last reference is what calls the producer's deleter.
+    at::Tensor tensor = at::fromDLPackVersioned(&header, [owner](void*) {});
+    if (copy != 0) {
+      tensor = tensor.clone();
+    }
+    *out = new at::Tensor(std::move(tensor));
+    return 0;
+  } catch (...) {
+    describe_current_exception(message, message_size);
+    return 1;
+  }
+}
+
+// Exports `*tensor` (an `at::Tensor`, left untouched) through `at::toDLPackVersioned`:
+// the header keeps a reference to the tensor's storage until its deleter runs.
+// `*unique` says whether `*tensor` was the only handle of its storage, so that the
+// export, once the caller drops its tensor, is the only way to reach the data.
+int dlpack_tch_to_dlpack(const void* tensor, DLManagedTensorVersioned** out, int* unique,
+                         char* message, std::size_t message_size) noexcept {
+  try {
+    const at::Tensor& t = *static_cast<const at::Tensor*>(tensor);
+    if (!t.defined()) {
+      throw std::invalid_argument("the tensor is undefined");
+    }
+    if (t.requires_grad()) {
+      throw std::invalid_argument(
+          "the tensor requires grad: export `tensor.detach()` (torch refuses it too)");
+    }
+    if (t.is_conj()) {
+      throw std::invalid_argument(
+          "the tensor has its conjugate bit set: export `tensor.resolve_conj()`");
+    }
+    if (t.is_neg()) {
+      throw std::invalid_argument(
+          "the tensor has its negative bit set: export `tensor.resolve_neg()`");
+    }
+    if (t.layout() != at::kStrided) {
+      throw std::invalid_argument("only strided (dense) tensors can be exported");
+    }
+    *unique = (t.use_count() == 1 && t.storage().use_count() == 1) ? 1 : 0;
+    *out = at::toDLPackVersioned(t);
+    return 0;
+  } catch (...) {
+    describe_current_exception(message, message_size);
+    return 1;
+  }
+}
+
+// Maps a DLPack device to torch's (type and index) the way ATen's converter does,
+// without touching memory: for tests and error messages.
+int dlpack_tch_device(int32_t device_type, int32_t device_id, int* torch_type,
+                      int* torch_index, char* message, std::size_t message_size) noexcept {
+  try {
+    at::Device device = at::dlDeviceToTorchDevice(
+        static_cast<DLDeviceType>(device_type), static_cast<c10::DeviceIndex>(device_id));
+    *torch_type = static_cast<int>(device.type());
+    *torch_index = static_cast<int>(device.index());
+    return 0;
+  } catch (...) {
+    describe_current_exception(message, message_size);
+    return 1;
+  }
+}
+
+}  // extern "C"
