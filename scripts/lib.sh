@@ -14,7 +14,11 @@
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # (Each header also says how long the script has run, for the time budget of CI.)
-step() { printf '\n==> %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+# (Each header also says how much disk is left where the build goes.)
+step() {
+    printf '\n==> %s  [%dm%02ds, %s free]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)) \
+        "$(df -h --output=avail "$root" 2>/dev/null | tail -n 1 | tr -d ' ')"
+}
 
 use_python_env() {
     local venv

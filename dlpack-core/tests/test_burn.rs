@@ -341,3 +341,56 @@ fn a_round_trip_through_burn_keeps_the_pointer() {
         array![[0, 1], [2, 3]]
     );
 }
+
+/// An owner of elements that counts its drops (the deleter of `from_buffer` tensors).
+struct Counted {
+    data: Vec<f32>,
+    counter: Counter,
+}
+
+impl AsMut<[f32]> for Counted {
+    fn as_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.counter
+            .0
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn ndarray_to_burn_narrow_and_back_keeps_the_pointer_and_deletes_once() {
+    let counter = Counter::new();
+    let owner = Counted {
+        data: (0..12).map(|i| i as f32).collect(),
+        counter: counter.clone(),
+    };
+    let managed = ManagedTensor::from_buffer(owner, 0, &[4, 3], &[3, 1]).unwrap();
+    let ptr = managed.data().cast::<f32>().cast_const();
+    let t = FlexTensor::from_dlpack(managed).unwrap();
+    assert_eq!(t.storage::<f32>().as_ptr(), ptr);
+    let rows = t.narrow(0, 1, 2);
+    drop(t);
+    assert_eq!(counter.get(), 0, "the narrowed view keeps the memory alive");
+    let back = rows.to_dlpack().unwrap();
+    assert_eq!(counter.get(), 0);
+    {
+        let view = back.as_array::<f32, Ix2>().unwrap();
+        assert_eq!(
+            view.as_ptr(),
+            ptr.wrapping_add(3),
+            "the same memory, one row in"
+        );
+        assert_eq!(view, array![[3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]);
+    }
+    drop(back);
+    assert_eq!(
+        counter.get(),
+        1,
+        "the original deleter ran once, after the last view"
+    );
+}
