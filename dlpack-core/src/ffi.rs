@@ -9,7 +9,7 @@
 //!
 //! Use [`ManagedTensor`](crate::ManagedTensor) to own one of these structs safely.
 
-use core::ffi::c_void;
+use core::ffi::{c_char, c_int, c_void};
 use core::fmt;
 
 /// The major version of DLPack this crate implements (`DLPACK_MAJOR_VERSION`).
@@ -272,6 +272,84 @@ pub struct DLManagedTensorVersioned {
     pub dl_tensor: DLTensor,
 }
 
+/// `DLPackSetError`: how a [`DLPackManagedTensorAllocator`] reports an error (`kind` is
+/// a Python exception name such as `"MemoryError"`).
+pub type DLPackSetError =
+    unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char);
+
+/// `DLPackManagedTensorAllocator`: allocates a tensor like `prototype` (shape, dtype,
+/// device); 0 on success, -1 after calling `set_error`.
+pub type DLPackManagedTensorAllocator = unsafe extern "C" fn(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: Option<DLPackSetError>,
+) -> c_int;
+
+/// `DLPackManagedTensorFromPyObjectNoSync`: an owned tensor of a Python object of the
+/// producer's type; 0 on success, -1 with a Python exception set. No stream
+/// synchronization.
+pub type DLPackManagedTensorFromPyObjectNoSync =
+    unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> c_int;
+
+/// `DLPackManagedTensorToPyObjectNoSync`: a Python object of the producer's type over
+/// `tensor`, whose ownership it takes; 0 on success, -1 with a Python exception set.
+pub type DLPackManagedTensorToPyObjectNoSync = unsafe extern "C" fn(
+    tensor: *mut DLManagedTensorVersioned,
+    out_py_object: *mut *mut c_void,
+) -> c_int;
+
+/// `DLPackDLTensorFromPyObjectNoSync`: a non-owning description of a Python object's
+/// tensor, valid until control returns to Python; 0 on success, -1 with a Python
+/// exception set.
+pub type DLPackDLTensorFromPyObjectNoSync =
+    unsafe extern "C" fn(py_object: *mut c_void, out: *mut DLTensor) -> c_int;
+
+/// `DLPackCurrentWorkStream`: the producer's current stream on a device (NULL for the
+/// CPU); 0 on success, -1 with a Python exception set.
+pub type DLPackCurrentWorkStream = unsafe extern "C" fn(
+    device_type: DLDeviceType,
+    device_id: i32,
+    out_current_stream: *mut *mut c_void,
+) -> c_int;
+
+/// `DLPackExchangeAPIHeader`: the stable head of a [`DLPackExchangeAPI`] table.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLPackExchangeAPIHeader {
+    /// The table's version: a consumer checks `major` before reading anything else.
+    pub version: DLPackVersion,
+    /// An older table of the same producer, or NULL.
+    pub prev_api: *mut DLPackExchangeAPIHeader,
+}
+
+/// `DLPackExchangeAPI`: the C exchange API (DLPack 1.3), a table of functions that a
+/// Python type publishes as `type(obj).__dlpack_c_exchange_api__`, a capsule named
+/// `"dlpack_exchange_api"`, so that C-level consumers skip the `__dlpack__` call. The
+/// table lives as long as the process.
+///
+/// Every entry but `dltensor_from_py_object_no_sync` must be non-NULL; a consumer
+/// checks anyway, since the table comes from foreign code.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLPackExchangeAPI {
+    /// Version and chain.
+    pub header: DLPackExchangeAPIHeader,
+    /// Allocates a tensor like a prototype.
+    pub managed_tensor_allocator: Option<DLPackManagedTensorAllocator>,
+    /// An owned tensor of an object.
+    pub managed_tensor_from_py_object_no_sync: Option<DLPackManagedTensorFromPyObjectNoSync>,
+    /// An object over an owned tensor.
+    pub managed_tensor_to_py_object_no_sync: Option<DLPackManagedTensorToPyObjectNoSync>,
+    /// A borrowed description of an object's tensor (may be NULL).
+    pub dltensor_from_py_object_no_sync: Option<DLPackDLTensorFromPyObjectNoSync>,
+    /// The producer's current stream.
+    pub current_work_stream: Option<DLPackCurrentWorkStream>,
+}
+
+/// The name of the capsule that holds a [`DLPackExchangeAPI`].
+pub const DLPACK_EXCHANGE_API_CAPSULE_NAME: &core::ffi::CStr = c"dlpack_exchange_api";
+
 // Layout checks against `dlpack.h` on 64-bit targets (gcc x86_64 LP64 offsets).
 #[cfg(target_pointer_width = "64")]
 const _: () = {
@@ -298,4 +376,12 @@ const _: () = {
     assert!(offset_of!(DLManagedTensorVersioned, deleter) == 16);
     assert!(offset_of!(DLManagedTensorVersioned, flags) == 24);
     assert!(offset_of!(DLManagedTensorVersioned, dl_tensor) == 32);
+    assert!(size_of::<DLPackExchangeAPIHeader>() == 16);
+    assert!(offset_of!(DLPackExchangeAPIHeader, prev_api) == 8);
+    assert!(size_of::<DLPackExchangeAPI>() == 56 && align_of::<DLPackExchangeAPI>() == 8);
+    assert!(offset_of!(DLPackExchangeAPI, managed_tensor_allocator) == 16);
+    assert!(offset_of!(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24);
+    assert!(offset_of!(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32);
+    assert!(offset_of!(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40);
+    assert!(offset_of!(DLPackExchangeAPI, current_work_stream) == 48);
 };

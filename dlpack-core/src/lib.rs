@@ -73,8 +73,8 @@
 //! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller promised it (their `# Safety` sections) |
 //! | a burn `FlexTensor` whose bytes no other burn tensor shares | exclusive | the header holds the only reference |
 //! | `unsafe` `from_raw_shared`; a burn `FlexTensor` whose bytes other burn tensors share (`READ_ONLY` too); a tch tensor whose storage other torch tensors reach (`dlpack-tch`) | shared | the producer keeps other handles of the memory |
-//! | Python: `from_dlpack`, `extract`, a raw capsule | shared | the producer keeps its own handle: the NumPy array, the torch tensor, the object exported twice |
-//! | Python, a copy: `from_dlpack_with(obj, Some(true))`, or a capsule flagged `IS_COPIED` | exclusive | the protocol makes a copy the consumer's alone |
+//! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`), a raw capsule, a producer's C exchange API | shared | the producer keeps its own handle: the NumPy array, the torch tensor, the object exported twice |
+//! | Python, a copy: `from_dlpack_with(obj, ImportOptions::new().copy(true))`, or a tensor flagged `IS_COPIED` | exclusive | the protocol makes a copy the consumer's alone |
 //!
 //! - `as_array_mut` and `DLPackArray::view_mut` refuse a shared tensor
 //!   ([`Error::NotExclusive`]) as they refuse a `READ_ONLY` one ([`Error::ReadOnly`]).

@@ -1,10 +1,13 @@
 # The typing stub of dlpack-core's `Tensor` class: include it in the `.pyi` file of an
 # extension that exposes the class (`dlpack_core::python::add_to_module`).
-from typing import Any, NoReturn, Optional, Tuple, final
+from typing import Any, ClassVar, NoReturn, Optional, Tuple, final
 
 @final
 class Tensor:
     """A Rust tensor that any DLPack consumer accepts (NumPy, PyTorch, JAX, ...)."""
+
+    __dlpack_c_exchange_api__: ClassVar[Any]
+    """The DLPack C exchange API: a capsule named "dlpack_exchange_api"."""
 
     def __dlpack__(
         self,
@@ -15,6 +18,12 @@ class Tensor:
         copy: Optional[bool] = None,
     ) -> Any:
         """Exports the tensor as a DLPack capsule (Python array API `__dlpack__`)."""
+
+    def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> Any:
+        """The tensor as a NumPy array (`np.asarray`), through `numpy.from_dlpack`."""
+
+    def __jax_array__(self) -> Any:
+        """The tensor as a JAX array (`jnp.asarray`), through `jax.dlpack.from_dlpack`."""
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         """`(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU."""

@@ -6,6 +6,10 @@ Medians of repeated timings (as `python -m timeit` reports), per call:
 - `torch.from_dlpack(ours)` vs `torch.from_dlpack(np_array)`;
 - import of a NumPy array into a Rust ndarray view: DLPack (`view_f32`) vs rust-numpy's
   `PyReadonlyArray::as_array` (`view_f32_numpy`), the non-DLPack zero-copy path;
+- import of a torch tensor into a `ManagedTensor` (through torch's C exchange API) vs
+  dlpark 0.10's `from_dlpack`, and vs the same import by `__dlpack__` and a capsule;
+- a torch tensor into a Rust view, through the C exchange API vs by `__dlpack__`;
+- dlpark 0.10's `from_dlpack` of our tensor vs of a torch tensor;
 
 at n = 10 and n = 10^8 float32 elements (arrays are made outside the timed part), then
 a memory check: a 1 GiB Rust array crosses to NumPy, to PyTorch and back to Rust while
@@ -56,21 +60,29 @@ def timings():
         assert np.from_dlpack(ours).__array_interface__["data"][0] == ext.import_ptr(ours)
 
         cases = [
-            ("np.from_dlpack", lambda: np.from_dlpack(ours), lambda: np.from_dlpack(reference)),
-            (
-                "torch.from_dlpack",
-                lambda: torch.from_dlpack(ours),
-                lambda: torch.from_dlpack(reference),
-            ),
-            (
-                "numpy array -> Rust view",
-                lambda: ext.view_f32(reference),
-                lambda: ext.view_f32_numpy(reference),
-            ),
+            ("`np.from_dlpack(ours)`", "np.from_dlpack(np_array)",
+             lambda: np.from_dlpack(ours), lambda: np.from_dlpack(reference)),
+            ("`torch.from_dlpack(ours)`", "torch.from_dlpack(np_array)",
+             lambda: torch.from_dlpack(ours), lambda: torch.from_dlpack(reference)),
+            ("NumPy array -> Rust view (DLPack)", "rust-numpy `as_array`",
+             lambda: ext.view_f32(reference), lambda: ext.view_f32_numpy(reference)),
         ]
-        for name, mine, theirs in cases:
+        if n == 10:
+            t = torch.zeros(n, dtype=torch.float32)
+            assert ext.import_ptr(t) == ext.dlpark_import(t) == t.data_ptr()
+            cases += [
+                ("torch tensor -> `ManagedTensor`", "dlpark `from_dlpack`",
+                 lambda: ext.import_ptr(t), lambda: ext.dlpark_import(t)),
+                ("torch tensor -> `ManagedTensor`", "the same by `__dlpack__`",
+                 lambda: ext.import_ptr(t), lambda: ext.import_through_dunder(t)),
+                ("torch tensor -> Rust view", "the same by `__dlpack__`",
+                 lambda: ext.view_f32(t), lambda: ext.view_f32_through_dunder(t)),
+                ("dlpark `from_dlpack(ours)`", "dlpark `from_dlpack(torch)`",
+                 lambda: ext.dlpark_import(ours), lambda: ext.dlpark_import(t)),
+            ]
+        for name, reference_name, mine, theirs in cases:
             a, b = per_call(mine, theirs, number)
-            rows.append((name, n, a, b))
+            rows.append((name, reference_name, n, a, b))
         del ours, reference
         gc.collect()
     return rows
@@ -99,14 +111,8 @@ def main():
     print(f"median of {REPEAT} repeats, alternating ours and the reference, per call\n")
     print("| operation | n | ours | reference | ratio (ours / ref) |")
     print("|---|---|---|---|---|")
-    refs = {
-        "np.from_dlpack": "np.from_dlpack(np_array)",
-        "torch.from_dlpack": "torch.from_dlpack(np_array)",
-        "numpy array -> Rust view": "rust-numpy as_array",
-    }
-    for name, n, a, b in timings():
-        label = f"`{name}(ours)`" if "from_dlpack" in name else "DLPack `as_array`"
-        print(f"| {label} vs {refs[name]} | {n:.0e} | {fmt(a)} | {fmt(b)} | {a / b:.2f} |")
+    for name, reference_name, n, a, b in timings():
+        print(f"| {name} vs {reference_name} | {n:.0e} | {fmt(a)} | {fmt(b)} | {a / b:.2f} |")
     before, after = memory_check()
     growth = (after - before) / before * 100
     print(

@@ -2,12 +2,19 @@
 (`scripts/bench-instructions`, which runs it with 0 and with N iterations and divides the
 difference by N): deterministic where timings on a shared machine are not.
 
-    python bench_instructions.py <case> <producer> <iterations>
+    python bench_instructions.py <case> <side> <iterations>
 
-case: `numpy` (`np.from_dlpack(x)`), `torch` (`torch.from_dlpack(x)`) or `view` (a NumPy
-array imported into a Rust ndarray view); producer: `ours` (a Rust array exported by
-this crate; for `view`, the DLPack import) or `reference` (a NumPy array; for `view`,
-rust-numpy's `as_array`). Arrays have 10 float32 elements.
+Each case is a pair, `ours` beside `reference`; arrays have 10 float32 elements:
+
+- `numpy`: `np.from_dlpack(x)`, x a Rust array exported by this crate / a NumPy array;
+- `torch`: `torch.from_dlpack(x)`, likewise;
+- `view`: a NumPy array into a Rust ndarray view, DLPack / rust-numpy's `as_array`;
+- `torch-import`: a torch tensor into a `ManagedTensor` / dlpark 0.10's `from_dlpack`;
+- `torch-import-dunder`: the same import by `__dlpack__` and a capsule (the path
+  without the C exchange API) / through the C exchange API;
+- `torch-view`: a torch tensor into a Rust view, through the C exchange API / by
+  `__dlpack__`;
+- `dlpark-consumer`: dlpark 0.10's `from_dlpack` of our tensor / of a torch tensor.
 """
 
 import sys
@@ -17,20 +24,34 @@ import numpy as np
 import dlpack_test_ext as ext
 
 
-def main():
-    case, producer, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    ours = producer == "ours"
+def case_function(case, ours):
+    """The function to call and its argument."""
     if case == "view":
-        x = np.zeros(10, np.float32)
-        f = ext.view_f32 if ours else ext.view_f32_numpy
-    else:
+        return (ext.view_f32 if ours else ext.view_f32_numpy), np.zeros(10, np.float32)
+    if case in ("numpy", "torch"):
         x = ext.make("float32", [10])[0] if ours else np.zeros(10, np.float32)
-        if case == "torch":
-            import torch
+        if case == "numpy":
+            return np.from_dlpack, x
+        import torch
 
-            f = torch.from_dlpack
-        else:
-            f = np.from_dlpack
+        return torch.from_dlpack, x
+    import torch
+
+    t = torch.zeros(10, dtype=torch.float32)
+    if case == "torch-import":
+        return (ext.import_ptr if ours else ext.dlpark_import), t
+    if case == "torch-import-dunder":
+        return (ext.import_through_dunder if ours else ext.import_ptr), t
+    if case == "torch-view":
+        return (ext.view_f32 if ours else ext.view_f32_through_dunder), t
+    if case == "dlpark-consumer":
+        return ext.dlpark_import, (ext.make("float32", [10])[0] if ours else t)
+    raise SystemExit(f"unknown case {case}")
+
+
+def main():
+    case, side, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    f, x = case_function(case, side == "ours")
     f(x)  # warm: first-call set-up is not part of the count
     for _ in range(iterations):
         f(x)

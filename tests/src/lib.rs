@@ -2,4 +2,6 @@
 //! extension `dlpack_test_ext` that the pytest suite in `tests/python` imports.
 
 #[cfg(feature = "python")]
+mod exchange;
+#[cfg(feature = "python")]
 mod python;

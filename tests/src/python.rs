@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlpack_core::ffi::{DLDataTypeCode, DLDeviceType, DLManagedTensorVersioned};
-use dlpack_core::python::{Tensor, from_dlpack_with};
+use dlpack_core::python::{ImportOptions, Tensor, from_dlpack_with};
 use dlpack_core::{DataType, Device, Element, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
 use half::{bf16, f16};
 use ndarray::{Array1, Array2, ArrayD, Axis, Dimension, IxDyn, ShapeBuilder, Slice};
@@ -237,7 +237,7 @@ fn export_aligned<A: TestElement>(
 /// layout only) places the first element at an aligned address.
 #[pyfunction]
 #[pyo3(signature = (dtype, shape, layout = "c", counted = false, align = 0))]
-fn make(
+pub(crate) fn make(
     dtype: &str,
     shape: Vec<usize>,
     layout: &str,
@@ -272,8 +272,12 @@ fn inspect<'py>(py: Python<'py>, tensor: ManagedTensor) -> PyResult<Bound<'py, P
     info.set_item("version", tensor.version().map(|v| (v.major, v.minor)))?;
     let device = tensor.device();
     info.set_item("device", (device.device_type.0, device.device_id))?;
-    let values = with_dtype!(dtype.as_str(), A => flat_values::<A>(py, &tensor))?;
-    info.set_item("values", values)?;
+    if device.is_cpu_accessible() {
+        let values = with_dtype!(dtype.as_str(), A => flat_values::<A>(py, &tensor))?;
+        info.set_item("values", values)?;
+    } else {
+        info.set_item("values", py.None())?;
+    }
     Ok(info)
 }
 
@@ -295,11 +299,35 @@ fn import_ptr(tensor: ManagedTensor) -> usize {
     tensor.data_ptr() as usize
 }
 
-/// Imports `obj` passing `copy` to its producer; returns `inspect` of the result.
+/// The options of `from_dlpack_with`, from Python's `None`-or-value arguments.
+fn options(copy: Option<bool>, device: Option<(i32, i32)>, stream: Option<i64>) -> ImportOptions {
+    let mut options = ImportOptions::new();
+    if let Some(copy) = copy {
+        options = options.copy(copy);
+    }
+    if let Some((device_type, device_id)) = device {
+        options = options.device(Device::new(DLDeviceType(device_type), device_id));
+    }
+    if let Some(stream) = stream {
+        options = options.stream(stream);
+    }
+    options
+}
+
+/// Imports `obj` passing `copy`, `device` and `stream` to its producer; returns
+/// `inspect` of the result.
 #[pyfunction]
-#[pyo3(signature = (obj, copy = None))]
-fn import_with<'py>(obj: &Bound<'py, PyAny>, copy: Option<bool>) -> PyResult<Bound<'py, PyDict>> {
-    inspect(obj.py(), from_dlpack_with(obj, copy)?)
+#[pyo3(signature = (obj, copy = None, device = None, stream = None))]
+fn import_with<'py>(
+    obj: &Bound<'py, PyAny>,
+    copy: Option<bool>,
+    device: Option<(i32, i32)>,
+    stream: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    inspect(
+        obj.py(),
+        from_dlpack_with(obj, options(copy, device, stream))?,
+    )
 }
 
 /// Imports `obj` and exports it again, without copying: Python → Rust → Python.
@@ -698,7 +726,7 @@ fn write_first(
     assume_exclusive: bool,
     copy: Option<bool>,
 ) -> PyResult<ManagedTensor> {
-    let mut tensor = from_dlpack_with(obj, copy)?;
+    let mut tensor = from_dlpack_with(obj, options(copy, None, None))?;
     if assume_exclusive {
         // SAFETY: the Python test that asks for this holds no other reference to the
         // data while the view lives (it only reads it afterwards).
@@ -749,6 +777,16 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bool_len, m)?)?;
     m.add_function(wrap_pyfunction!(write_first, m)?)?;
     m.add_function(wrap_pyfunction!(two_mutable_views, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::exchange_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::exchange_calls, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::dlpark_import, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::import_through_dunder, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        crate::exchange::view_f32_through_dunder,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::sum_f32_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::typed_ptr_f32_1d, m)?)?;
     dlpack_core::python::add_to_module(m)?;
     Ok(())
 }
@@ -976,5 +1014,88 @@ mod tests {
             let e = from_dlpack(&not_a_tensor).unwrap_err();
             assert!(e.is_instance_of::<PyTypeError>(py));
         });
+    }
+
+    /// Our `Tensor`'s DLPack C exchange table, called as a C consumer calls it.
+    #[test]
+    fn the_exchange_table_works_from_c() {
+        use core::ptr::{NonNull, null_mut};
+        use dlpack_core::ffi::{DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPackExchangeAPI, DLTensor};
+
+        let live = Arc::new(AtomicUsize::new(0));
+        with_python(|py| {
+            let object = Probe::tensor(&live).into_pyobject(py).unwrap();
+            let attr = object
+                .get_type()
+                .getattr("__dlpack_c_exchange_api__")
+                .unwrap();
+            let capsule = attr.cast::<PyCapsule>().unwrap();
+            let name = Some(DLPACK_EXCHANGE_API_CAPSULE_NAME);
+            let table = capsule.pointer_checked(name).unwrap();
+            // SAFETY: our own table, a static that lives as long as the process.
+            let api = unsafe { table.cast::<DLPackExchangeAPI>().as_ref() };
+
+            // An owned tensor over the object's data, which outlives the object.
+            let from_object = api.managed_tensor_from_py_object_no_sync.unwrap();
+            let mut out = null_mut();
+            // SAFETY: a live object and a writable out-pointer, from an attached thread.
+            assert_eq!(unsafe { from_object(object.as_ptr().cast(), &mut out) }, 0);
+            // SAFETY: success hands over a valid versioned tensor.
+            let imported = unsafe { ManagedTensor::from_raw(out) }.unwrap();
+            let data = object.get().tensor().data_ptr();
+            assert_eq!(imported.data_ptr(), data);
+            drop(object);
+            assert_eq!(live.load(Ordering::SeqCst), 1);
+            drop(imported);
+            assert_eq!(live.load(Ordering::SeqCst), 0);
+
+            // Not a `Tensor`: -1 and a TypeError.
+            let list = PyList::empty(py);
+            // SAFETY: as above.
+            assert_eq!(unsafe { from_object(list.as_ptr().cast(), &mut out) }, -1);
+            assert!(PyErr::take(py).unwrap().is_instance_of::<PyTypeError>(py));
+
+            // A new zeroed tensor, into a Python object, back into Rust.
+            let mut shape = [2_i64, 3];
+            let mut prototype = DLTensor {
+                data: null_mut(),
+                device: Device::CPU.to_raw(),
+                ndim: 2,
+                dtype: DataType::F64.to_raw(),
+                shape: shape.as_mut_ptr(),
+                strides: null_mut(),
+                byte_offset: 0,
+            };
+            let allocate = api.managed_tensor_allocator.unwrap();
+            // SAFETY: a readable prototype whose shape holds `ndim` values, a writable
+            // out-pointer, no error callback.
+            let status = unsafe { allocate(&mut prototype, &mut out, null_mut(), None) };
+            assert_eq!(status, 0);
+            let to_object = api.managed_tensor_to_py_object_no_sync.unwrap();
+            let mut made = null_mut();
+            // SAFETY: the allocator's tensor, handed over, and a writable out-pointer.
+            assert_eq!(unsafe { to_object(out, &mut made) }, 0);
+            // SAFETY: success returns a new reference.
+            let made = unsafe { Bound::from_owned_ptr(py, made.cast()) };
+            let back = from_dlpack(&made).unwrap();
+            let view = back.as_array::<f64, IxDyn>().unwrap();
+            assert_eq!(view.shape(), &[2, 3]);
+            assert!(view.iter().all(|&x| x == 0.0));
+
+            // The borrowed description of the same object.
+            let borrow = api.dltensor_from_py_object_no_sync.unwrap();
+            let mut described = prototype;
+            // SAFETY: a live object and a writable out-pointer, from an attached thread.
+            assert_eq!(unsafe { borrow(made.as_ptr().cast(), &mut described) }, 0);
+            assert_eq!(described.data.cast_const(), back.data_ptr().cast());
+
+            // No stream for any device.
+            let stream = api.current_work_stream.unwrap();
+            let mut current = NonNull::<u8>::dangling().as_ptr().cast();
+            // SAFETY: a writable out-pointer.
+            assert_eq!(unsafe { stream(DLDeviceType::kDLCUDA, 0, &mut current) }, 0);
+            assert!(current.is_null());
+        });
+        assert_eq!(live.load(Ordering::SeqCst), 0);
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ndarray::IxDyn;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
@@ -63,6 +63,20 @@ fn two<'a, 'py>(
     }
 }
 
+/// A `stream` or `copy` argument: anything but `what` is a `TypeError`.
+fn scalar<'py, T: FromPyObjectOwned<'py>>(
+    arg: &Borrowed<'_, 'py, PyAny>,
+    what: &str,
+    name: &str,
+) -> PyResult<T> {
+    arg.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be None or {what}, got {}",
+            type_name(arg)
+        ))
+    })
+}
+
 fn not_two_integers() -> PyErr {
     PyTypeError::new_err("expected None or a tuple of two integers")
 }
@@ -75,26 +89,21 @@ pub(super) struct DlpackArgs<'a, 'py> {
 }
 
 impl<'a, 'py> DlpackArgs<'a, 'py> {
-    /// Reads the request from the arguments: `stream` may be anything, `max_version`
-    /// and `dl_device` `None` or a tuple of two integers, `copy` `None` or a `bool`.
+    /// Reads the request from the arguments: `stream` `None` or an integer,
+    /// `max_version` and `dl_device` `None` or a tuple of two integers, `copy` `None` or
+    /// a `bool`.
     #[inline]
     pub(super) fn request(&self) -> PyResult<Request> {
         let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
         let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
+        let stream: Option<i64> = stream
+            .map(|v| scalar(&v, "an integer", "stream"))
+            .transpose()?;
         let major: Option<i64> = max_version.map(|v| major_version(&v)).transpose()?;
         let dl_device: Option<(i32, i32)> = dl_device.map(|v| pair(&v)).transpose()?;
-        let copy = copy
-            .map(|v| {
-                v.extract::<bool>().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "copy must be None or a bool, got {}",
-                        type_name(&v)
-                    ))
-                })
-            })
-            .transpose()?;
+        let copy: Option<bool> = copy.map(|v| scalar(&v, "a bool", "copy")).transpose()?;
         Ok(Request {
-            stream: stream.is_some(),
+            stream,
             legacy: major.is_none_or(|major| major < 1),
             dl_device: dl_device.map(|(ty, id)| Device::new(DLDeviceType(ty), id)),
             copy,
@@ -105,10 +114,44 @@ impl<'a, 'py> DlpackArgs<'a, 'py> {
 /// What a `__dlpack__` caller asked for.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Request {
-    stream: bool,
+    stream: Option<i64>,
     legacy: bool,
     dl_device: Option<Device>,
     copy: Option<bool>,
+}
+
+/// Checks `stream` against the array API standard's values for the tensor's device.
+///
+/// The data of a device tensor is complete when it is wrapped (the producer's promise
+/// to `from_raw` and `from_owner`), so every valid stream is honoured with no work;
+/// what is refused is what no producer could honour: a stream for the CPU (a
+/// `RuntimeError`, as NumPy 2 raises), a value the standard forbids for CUDA (`0`,
+/// ambiguous) or ROCm (`1`, `2`), a negative value other than `-1`, and any stream on a
+/// device for which the standard defines none (`BufferError`). `device` is where the
+/// consumer wants the data (a copy to the CPU takes no stream either).
+#[inline]
+fn check_stream(device: Device, stream: Option<i64>) -> PyResult<()> {
+    let Some(stream) = stream else {
+        return Ok(());
+    };
+    let allowed = match device.device_type {
+        DLDeviceType::kDLCPU => {
+            return Err(PyRuntimeError::new_err(
+                "only stream=None is supported for a CPU tensor",
+            ));
+        }
+        DLDeviceType::kDLCUDA | DLDeviceType::kDLCUDAManaged => stream == -1 || stream > 0,
+        DLDeviceType::kDLROCM => stream == -1 || stream == 0 || stream > 2,
+        // "On CPU and other device types without streams, only None is accepted."
+        _ => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(buffer_error(format!(
+            "stream={stream} is not a valid stream for a tensor on {device}"
+        )))
+    }
 }
 
 /// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
@@ -121,11 +164,7 @@ pub(super) fn export<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let tensor = &**shared;
     let own = tensor.device();
-    if request.stream && own.device_type == DLDeviceType::kDLCPU {
-        return Err(PyValueError::new_err(
-            "only stream=None is supported for a CPU tensor",
-        ));
-    }
+    check_stream(request.dl_device.unwrap_or(own), request.stream)?;
     // Where the consumer wants the data, as the header will say.
     let device = match request.dl_device {
         None => own,
@@ -178,6 +217,13 @@ pub(super) fn export<'py>(
         header::<DLManagedTensorVersioned>(owner, device, flags)
     };
     into_capsule(py, header?)
+}
+
+/// The header `__dlpack__(max_version=(1, 3))` gives: versioned, over the tensor's own
+/// data and device, with its flags.
+pub(super) fn versioned_header(shared: &Arc<ManagedTensor>) -> PyResult<ManagedTensor> {
+    let flags = shared.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
+    header::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
 }
 
 /// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps

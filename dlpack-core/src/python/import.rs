@@ -5,22 +5,30 @@ use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyBool, PyCapsule, PyString, PyTuple};
 
-use crate::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::device::Device;
+#[cfg(feature = "ndarray")]
+use crate::dtype::Element;
+use crate::ffi::{DLDeviceType, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+#[cfg(feature = "ndarray")]
+use crate::interop::ndarray::DLPackArray;
 use crate::tensor::ManagedTensor;
 use crate::tensor_batch::TensorBatch;
 
 #[cfg(doc)]
 use super::Tensor;
 use super::capsule::consume;
-use super::error::type_name;
+use super::error::{buffer_error, type_name};
 
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
 /// or a raw DLPack capsule, without copying.
 ///
-/// Calls `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()` if that raises
-/// `TypeError` (producers that predate DLPack 1.0); accepts either capsule kind in
+/// When the object's type publishes the DLPack C exchange API
+/// (`type(obj).__dlpack_c_exchange_api__`: PyTorch 2.10 and later, a [`Tensor`]), the
+/// tensor comes from one C call, with no Python call at all. Otherwise this calls
+/// `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()` if that raises
+/// `TypeError` (producers that predate DLPack 1.0); either capsule kind is accepted in
 /// return, whatever was asked. The tensor is not validated beyond its header: views
 /// (`as_array`) check dtype, device and layout. Errors: `TypeError` for an object that
 /// is neither a capsule nor has `__dlpack__`, or a capsule of another kind;
@@ -31,44 +39,115 @@ use super::error::type_name;
 /// views): the producer keeps its own handle to the memory. See "Soundness of imports"
 /// in the [module documentation](crate::python).
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
-    from_dlpack_with(obj, None)
+    from_dlpack_with(obj, ImportOptions::new())
 }
 
-/// [`from_dlpack`], passing `copy` to the producer's `__dlpack__`: `Some(true)` asks
-/// for a copy (the result is then the caller's alone: an exclusive tensor, which gives
-/// mutable views), `Some(false)` forbids one.
+/// What [`from_dlpack_with`] asks a producer for: the `copy`, `dl_device` and `stream`
+/// keywords of `__dlpack__`, as the Python array API standard defines them.
 ///
-/// With `copy` given there is no retry without keywords: a producer that does not
-/// understand `copy` raises its `TypeError`. A raw capsule is taken as it is.
-pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<ManagedTensor> {
+/// ```
+/// use dlpack_core::Device;
+/// use dlpack_core::python::ImportOptions;
+///
+/// // A copy in host memory, whatever device the data is on.
+/// let to_host = ImportOptions::new().device(Device::CPU).copy(true);
+/// assert_eq!(to_host.copy, Some(true));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImportOptions {
+    /// `Some(true)` asks for a copy, which is then the caller's alone (an exclusive
+    /// tensor, which gives mutable views); `Some(false)` forbids one (the producer
+    /// raises `BufferError` if it would need one); `None` lets the producer decide.
+    pub copy: Option<bool>,
+    /// The device the data must be on (`dl_device`): passed only when it is not where
+    /// the data already is (which `__dlpack_device__` says), and checked on the
+    /// result. `None`: wherever the data is.
+    pub device: Option<Device>,
+    /// The stream on which the caller will use a device tensor (`-1`: no
+    /// synchronisation; CUDA `1`: the legacy default stream, ...); the producer makes
+    /// the data ready on it. Not passed when the data is, or is copied, in host memory,
+    /// where the standard allows no stream. `None`: the standard's default (the legacy
+    /// default stream).
+    pub stream: Option<i64>,
+}
+
+impl ImportOptions {
+    /// No keywords: the producer's defaults, as [`from_dlpack`] asks.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            copy: None,
+            device: None,
+            stream: None,
+        }
+    }
+
+    /// Asks for a copy (`true`) or forbids one (`false`).
+    #[must_use]
+    pub const fn copy(mut self, copy: bool) -> Self {
+        self.copy = Some(copy);
+        self
+    }
+
+    /// Asks for the data on `device`.
+    #[must_use]
+    pub const fn device(mut self, device: Device) -> Self {
+        self.device = Some(device);
+        self
+    }
+
+    /// Asks for the data to be ready on `stream`.
+    #[must_use]
+    pub const fn stream(mut self, stream: i64) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+}
+
+/// [`from_dlpack`], asking the producer for a copy, a device or a stream.
+///
+/// With any option given there is no retry without keywords (a producer that does not
+/// understand them raises its `TypeError`) and no C exchange API (whose calls take no
+/// options). `__dlpack_device__` is called when a device or a stream is given, as the
+/// array API standard's `from_dlpack` does. A result on another device than the one
+/// asked for is a `BufferError`. A raw capsule is taken as it is.
+///
+/// ```no_run
+/// use dlpack_core::Device;
+/// use dlpack_core::python::{ImportOptions, from_dlpack_with};
+/// use pyo3::prelude::*;
+///
+/// /// A CPU copy of any tensor (a CUDA one included): writable, the caller's alone.
+/// fn host_copy(obj: &Bound<'_, PyAny>) -> PyResult<dlpack_core::ManagedTensor> {
+///     from_dlpack_with(obj, ImportOptions::new().device(Device::CPU).copy(true))
+/// }
+/// ```
+pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyResult<ManagedTensor> {
     let py = obj.py();
     if let Ok(capsule) = obj.cast::<PyCapsule>() {
         return consume(capsule);
     }
-    let method = match obj.getattr(intern!(py, "__dlpack__")) {
-        Ok(method) => method,
+    let plain = options == ImportOptions::new();
+    if plain {
+        // The producer type's C functions, when it has them: no Python call at all.
+        if let Some(tensor) = super::exchange::import(obj)? {
+            return Ok(tensor);
+        }
+    }
+    let capsule = match request(obj, options) {
+        Ok(capsule) => capsule,
+        // A producer that predates DLPack 1.0 does not know `max_version`.
+        Err(err) if plain && err.is_instance_of::<PyTypeError>(py) => call_dlpack(obj, &[])?,
         Err(err) if err.is_instance_of::<PyAttributeError>(py) => {
+            if obj.hasattr(intern!(py, "__dlpack__"))? {
+                return Err(err);
+            }
             return Err(PyTypeError::new_err(format!(
                 "expected an object with __dlpack__ or a DLPack capsule, got {}",
                 type_name(obj)
             )));
         }
-        Err(err) => return Err(err),
-    };
-    // The version this crate speaks, as a tuple made once (tuples are immutable).
-    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let max_version = MAX_VERSION.get_or_try_init(py, || {
-        PyTuple::new(py, [DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION]).map(Bound::unbind)
-    })?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "max_version"), max_version)?;
-    if let Some(copy) = copy {
-        kwargs.set_item(intern!(py, "copy"), copy)?;
-    }
-    let capsule = match method.call((), Some(&kwargs)) {
-        Ok(capsule) => capsule,
-        // A producer that predates DLPack 1.0 does not know `max_version`.
-        Err(err) if copy.is_none() && err.is_instance_of::<PyTypeError>(py) => method.call0()?,
         Err(err) => return Err(err),
     };
     let capsule = capsule.cast::<PyCapsule>().map_err(|_| {
@@ -79,13 +158,117 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<
         ))
     })?;
     let mut tensor = consume(capsule)?;
-    if copy == Some(true) {
+    if let Some(wanted) = options.device.filter(|&d| d != tensor.device()) {
+        return Err(buffer_error(format!(
+            "asked {}.__dlpack__ for a tensor on {wanted}, got one on {}",
+            type_name(obj),
+            tensor.device()
+        )));
+    }
+    if options.copy == Some(true) {
         // SAFETY: asked for `copy=True`, the producer must copy (the array API
         // standard), so nothing else reaches the data; PyTorch does not flag the copy
         // `IS_COPIED`, so the request is what proves it.
         unsafe { tensor.assume_exclusive() };
     }
     Ok(tensor)
+}
+
+/// `obj.__dlpack__(max_version=(1, 3), ...)` with the keywords `options` calls for.
+fn request<'py>(obj: &Bound<'py, PyAny>, options: ImportOptions) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    // The version this crate speaks, as a tuple made once (tuples are immutable).
+    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let max_version = MAX_VERSION
+        .get_or_try_init(py, || {
+            PyTuple::new(py, [DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION]).map(Bound::unbind)
+        })?
+        .bind(py)
+        .clone()
+        .into_any();
+    let mut keywords = vec![(intern!(py, "max_version"), max_version)];
+    if options.device.is_some() || options.stream.is_some() {
+        let source = source_device(obj)?;
+        let target = options.device.unwrap_or(source);
+        if let Some(wanted) = options.device.filter(|&d| d != source) {
+            let pair = (wanted.device_type.0, wanted.device_id);
+            keywords.push((intern!(py, "dl_device"), pair.into_pyobject(py)?.into_any()));
+        }
+        let host = |d: Device| d.device_type == DLDeviceType::kDLCPU;
+        if let Some(stream) = options.stream.filter(|_| !host(source) && !host(target)) {
+            keywords.push((intern!(py, "stream"), stream.into_pyobject(py)?.into_any()));
+        }
+    }
+    if let Some(copy) = options.copy {
+        let copy = PyBool::new(py, copy).to_owned().into_any();
+        keywords.push((intern!(py, "copy"), copy));
+    }
+    call_dlpack(obj, &keywords)
+}
+
+/// `obj.__dlpack_device__()` as a [`Device`].
+fn source_device(obj: &Bound<'_, PyAny>) -> PyResult<Device> {
+    let (device_type, device_id): (i32, i32) = obj
+        .call_method0(intern!(obj.py(), "__dlpack_device__"))?
+        .extract()?;
+    Ok(Device::new(DLDeviceType(device_type), device_id))
+}
+
+/// `obj.__dlpack__(**keywords)`: a vectorcall with keyword names where the ABI has one
+/// (no bound method, no `dict`), an ordinary call elsewhere.
+fn call_dlpack<'py>(
+    obj: &Bound<'py, PyAny>,
+    keywords: &[(&Bound<'py, PyString>, Bound<'py, PyAny>)],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let name = intern!(py, "__dlpack__");
+    #[cfg(any(Py_3_12, not(any(Py_LIMITED_API, PyPy))))]
+    {
+        // The keyword names of the common call, as a tuple made once.
+        static MAX_VERSION_ONLY: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+        let names = if keywords.len() == 1 {
+            MAX_VERSION_ONLY
+                .get_or_try_init(py, || PyTuple::new(py, [keywords[0].0]).map(Bound::unbind))?
+                .bind(py)
+                .clone()
+        } else {
+            PyTuple::new(py, keywords.iter().map(|(name, _)| name))?
+        };
+        debug_assert!(
+            keywords
+                .iter()
+                .zip(names.iter())
+                .all(|((a, _), b)| a.is(&b))
+        );
+        let mut args = [core::ptr::null_mut(); 5];
+        args[0] = obj.as_ptr();
+        for (slot, (_, value)) in args[1..].iter_mut().zip(keywords) {
+            *slot = value.as_ptr();
+        }
+        let names = if keywords.is_empty() {
+            core::ptr::null_mut()
+        } else {
+            names.as_ptr()
+        };
+        // SAFETY:
+        // - `name` is a `str`; `args` holds `1 + keywords.len()` (at most 5) live
+        //   objects, borrowed for the call: the receiver, then one value per name of
+        //   `names` (a tuple of `str`, or NULL when there are no keywords);
+        // - `nargsf` counts the receiver only: every other argument is a keyword;
+        // - the thread is attached (`py`).
+        let result =
+            unsafe { pyo3::ffi::PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, names) };
+        // SAFETY: a new reference, or NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(py, result) }
+    }
+    #[cfg(not(any(Py_3_12, not(any(Py_LIMITED_API, PyPy)))))]
+    {
+        let kwargs = pyo3::types::PyDict::new(py);
+        for (key, value) in keywords {
+            kwargs.set_item(key, value)?;
+        }
+        obj.call_method(name, (), Some(&kwargs))
+    }
 }
 
 impl<'a, 'py> FromPyObject<'a, 'py> for ManagedTensor {
@@ -128,5 +311,39 @@ impl<'a, 'py> FromPyObject<'a, 'py> for TensorBatch {
             batch.insert(name, tensor)?;
         }
         Ok(batch)
+    }
+}
+
+#[cfg(feature = "ndarray")]
+impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
+    for DLPackArray<A, D>
+{
+    type Error = PyErr;
+
+    /// Imports any object with `__dlpack__` ([`from_dlpack`]) and validates it as an
+    /// array of `A` with `D`'s rank, once: `#[pyfunction] fn f(x: DLPackArray<f32,
+    /// Ix2>)` takes NumPy, PyTorch, JAX, ... arrays as rust-numpy's
+    /// `PyReadonlyArray2<f32>` takes NumPy's. An array that does not fit (dtype, rank,
+    /// device, layout) is a `TypeError` naming what was expected and what was found,
+    /// which PyO3 prefixes with the argument's name; the producer's own errors pass
+    /// through. The array is shared (read-only views), as every import from Python.
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let tensor = from_dlpack(&obj)?;
+        let found = format!(
+            "{} with shape {:?} on {}",
+            tensor.dtype(),
+            tensor.shape(),
+            tensor.device()
+        );
+        DLPackArray::new(tensor).map_err(|err| {
+            let rank = match D::NDIM {
+                Some(ndim) => format!("{ndim} dimension{}", if ndim == 1 { "" } else { "s" }),
+                None => "any number of dimensions".to_owned(),
+            };
+            PyTypeError::new_err(format!(
+                "expected a DLPack array of {} with {rank}, got {found} ({err})",
+                A::DTYPE
+            ))
+        })
     }
 }

@@ -9,8 +9,15 @@
 //! - A [`TensorBatch`] becomes a `dict` of such objects: a PyTorch `state_dict` in all
 //!   but name, ready for `module.load_state_dict`.
 //! - Any object with `__dlpack__`, or a raw DLPack capsule, extracts into a
-//!   [`ManagedTensor`] ([`FromPyObject`], [`from_dlpack`]); any mapping of them into a
-//!   [`TensorBatch`].
+//!   [`ManagedTensor`] ([`FromPyObject`], [`from_dlpack`]; [`from_dlpack_with`] for a
+//!   copy, a device or a stream) or, validated once, a [`DLPackArray`] (a typed
+//!   argument, as rust-numpy's `PyReadonlyArray`); any mapping of them into a
+//!   [`TensorBatch`]. Where the producer's type publishes the DLPack C exchange API
+//!   (PyTorch 2.10 and later), the import is one C call with no Python call.
+//! - A [`Tensor`] publishes the C exchange API too (`__dlpack_c_exchange_api__`), so
+//!   C-level consumers import it without a Python call, and converts with
+//!   `np.asarray(t)` (`__array__`) and `jnp.asarray(t)` (`__jax_array__`), without a
+//!   copy.
 //! - [`Error`] converts into the exception NumPy raises in the same situation.
 //!
 //! ```no_run
@@ -54,9 +61,13 @@
 //!   capsule); `copy=False` never copies; `copy=None` copies only when it must: a
 //!   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only.
 //!   With `copy=False` that case is a `BufferError`, as in NumPy.
-//! - `stream` must be `None` for a CPU tensor (`ValueError`, as NumPy). For other
-//!   devices it is accepted and ignored: this crate has no streams, so the producer of a
-//!   device tensor must have made its data ready before wrapping it.
+//! - `stream` must be `None` for a CPU tensor: anything else is a `RuntimeError`, as
+//!   NumPy 2 raises (PyTorch accepts `-1` and fails an assertion otherwise; the
+//!   standard names no exception). For a device tensor it is an integer that the
+//!   standard allows for that device (CUDA: `-1`, `1`, `2` or a stream handle, not
+//!   `0`; ROCm: `-1`, `0` or a handle; other devices: none), else a `BufferError`. No
+//!   work follows: the producer of a device tensor made its data ready before wrapping
+//!   it (the contract of `from_raw` and `from_owner`), so it is ready on every stream.
 //! - `dl_device` may be `None`, the tensor's own device, or `(1, 0)` (CPU) when the CPU
 //!   can access the memory; anything else is a `BufferError`.
 //! - `__dlpack_device__()` returns the tensor's own `(device_type, device_id)`. A tensor
@@ -99,7 +110,7 @@
 //! *shared*, since the producer keeps its own handle (the NumPy array, the torch
 //! tensor, a [`Tensor`] exported twice), so it gives read-only views only and
 //! `as_array_mut` is an [`Error::NotExclusive`]. An import of a copy
-//! ([`from_dlpack_with`] with `copy` of `Some(true)`, or a capsule its producer flagged
+//! ([`from_dlpack_with`] with [`ImportOptions::copy`] `true`, or a tensor its producer flagged
 //! `IS_COPIED`) is exclusive. Like every DLPack consumer, an import trusts the
 //! protocol: a capsule named `dltensor_versioned` or `dltensor` must hold a valid
 //! managed tensor whose memory stays valid until its deleter runs; the header is
@@ -110,7 +121,39 @@
 //! exactly one of them. A foreign deleter may run Python code: dropping a tensor
 //! imported from Python keeps the interpreter's exception state as it was, and an
 //! exception that a deleter leaves set is reported as unraisable.
-
+//!
+//! # The DLPack C exchange API
+//!
+//! DLPack 1.3 lets a Python type publish a table of C functions as
+//! `type(obj).__dlpack_c_exchange_api__` (a capsule named `"dlpack_exchange_api"`).
+//!
+//! - **Import.** [`from_dlpack`] (and `extract`) looks the table up once per type (a
+//!   small cache that holds the type and the capsule, so an entry never outlives
+//!   either), walks its `prev_api` chain to major version 1, and takes the tensor with
+//!   one call of `managed_tensor_from_py_object_no_sync`. A type without a usable table
+//!   (no attribute, another object, another name, another major version, a NULL entry)
+//!   is imported by `__dlpack__`, as is a tensor on a device the CPU cannot reach (the
+//!   table's calls never synchronise streams; `__dlpack__` does). A failing entry is
+//!   its exception, or a `SystemError` if it set none; an entry that succeeds with an
+//!   exception set, or with no tensor, is an error too, and a tensor it handed over is
+//!   deleted once. [`from_dlpack_with`] with options always calls `__dlpack__`, whose
+//!   keywords carry them.
+//! - **Why not the borrowing entry.** `dltensor_from_py_object_no_sync` fills a
+//!   `DLTensor` that is valid "until control returns to Python", with no owner and no
+//!   deleter. A safe Rust view cannot be held to that: the code that holds it may run
+//!   Python code (directly, or by releasing the interpreter to other threads) that
+//!   frees or replaces the producer's storage, which the owned path survives (PyTorch's
+//!   owned export keeps a reference to the storage). The owned path costs one header
+//!   and is already faster than a borrowed `__dlpack__` call.
+//! - **Export.** [`Tensor`]'s table answers `managed_tensor_from_py_object_no_sync`
+//!   (a new versioned header over the data, as `__dlpack__(max_version=(1, 3))`
+//!   gives), `dltensor_from_py_object_no_sync` (the tensor's own description, which
+//!   lives as long as the object), `managed_tensor_to_py_object_no_sync` (a `Tensor`
+//!   that takes the tensor over), `managed_tensor_allocator` (a zeroed, C-order CPU
+//!   tensor whose deleter frees it once; errors go to the caller's `SetError`) and
+//!   `current_work_stream` (NULL: this crate launches no device work). Every entry
+//!   catches panics and reports errors as the standard says (a Python exception and
+//!   -1); none of them unwinds into C.
 //!
 //! # Layout of this module
 //!
@@ -119,22 +162,24 @@
 //! - `fastcall`: `Tensor.__dlpack__` as a vectorcall method (where the ABI has it);
 //! - `export`: what a `__dlpack__` call asks for, and the header it gets;
 //! - `capsule`: capsule names, creation, destruction and consumption;
+//! - `exchange`: the DLPack C exchange API, read on import and published by [`Tensor`];
 //! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches.
 
 mod capsule;
 mod error;
+mod exchange;
 mod export;
 #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 mod fastcall;
 mod import;
 mod tensor;
 
-pub use import::{from_dlpack, from_dlpack_with};
+pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
 pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
 
 pub(crate) use capsule::release_python_tensor;
 
 #[cfg(doc)]
-use crate::{Error, ManagedTensor, TensorBatch};
+use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};
 #[cfg(doc)]
 use pyo3::{FromPyObject, IntoPyObject};

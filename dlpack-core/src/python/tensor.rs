@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use pyo3::IntoPyObject;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use pyo3::{IntoPyObject, intern};
 
 use crate::tensor::ManagedTensor;
 use crate::tensor_batch::TensorBatch;
@@ -116,6 +117,58 @@ impl Tensor {
             values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
         };
         super::export::export(py, self.shared_ref(), args.request()?)
+    }
+
+    /// The DLPack C exchange API (DLPack 1.3): a capsule named `"dlpack_exchange_api"`
+    /// over this type's table of C functions, through which C-level consumers import a
+    /// `Tensor` without a Python call.
+    #[classattr]
+    #[pyo3(name = "__dlpack_c_exchange_api__")]
+    fn dlpack_c_exchange_api(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        super::exchange::table_capsule(py)
+    }
+
+    /// NumPy's conversion protocol (`np.asarray(t)`, `np.array(t)`, and whatever
+    /// converts through NumPy): the tensor as a NumPy array by `numpy.from_dlpack`,
+    /// without a copy unless `copy=True` asks for one or `dtype` needs a conversion;
+    /// `copy=False` with a `dtype` that needs one is a `ValueError`, as NumPy 2 says.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let numpy = py.import(intern!(py, "numpy"))?;
+        let kwargs = PyDict::new(py);
+        if let Some(copy) = copy {
+            kwargs.set_item(intern!(py, "copy"), copy)?;
+        }
+        let array = numpy.call_method(intern!(py, "from_dlpack"), (slf,), Some(&kwargs))?;
+        let Some(dtype) = dtype.filter(|d| !d.is_none()) else {
+            return Ok(array);
+        };
+        let wanted = numpy.call_method1(intern!(py, "dtype"), (dtype,))?;
+        if array.getattr(intern!(py, "dtype"))?.eq(&wanted)? {
+            return Ok(array);
+        }
+        if copy == Some(false) {
+            return Err(PyValueError::new_err(format!(
+                "Unable to avoid copy while creating an array as requested: the tensor \
+                 holds {}, not {wanted}",
+                slf.get().tensor.dtype()
+            )));
+        }
+        array.call_method1(intern!(py, "astype"), (wanted,))
+    }
+
+    /// JAX's conversion hook (`jnp.asarray(t)`, `jnp.array(t)`, a `Tensor` given to a
+    /// JAX function): `jax.dlpack.from_dlpack(t)`. JAX's constructors leave DLPack out
+    /// on purpose and would read `dtype`, which here is a name, not a NumPy dtype.
+    fn __jax_array__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(intern!(py, "jax.dlpack"))?
+            .call_method1(intern!(py, "from_dlpack"), (slf,))
     }
 
     /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.

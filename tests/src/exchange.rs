@@ -1,0 +1,194 @@
+//! The DLPack C exchange API from the consumer's side of the tests: producer tables
+//! that misbehave in every way the standard leaves open (for a Python class to
+//! publish), a peer consumer (dlpark) for the timings, and typed arguments.
+
+use core::ffi::{c_int, c_void};
+use core::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dlpack_core::ffi::{
+    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPackExchangeAPI,
+    DLPackExchangeAPIHeader, DLPackVersion,
+};
+use dlpack_core::{DLPackArray, ManagedTensor};
+use ndarray::{Ix1, Ix2, IxDyn};
+use pyo3::exceptions::{PyValueError, PyZeroDivisionError};
+use pyo3::prelude::*;
+
+/// How many times a table's owning entry was called.
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A producer table that lives as long as the process.
+struct Table(DLPackExchangeAPI);
+
+// SAFETY: nothing in a table is ever written; `prev_api` points to another static.
+unsafe impl Sync for Table {}
+
+const fn table(
+    major: u32,
+    prev_api: *mut DLPackExchangeAPIHeader,
+    from_object: Option<dlpack_core::ffi::DLPackManagedTensorFromPyObjectNoSync>,
+) -> Table {
+    Table(DLPackExchangeAPI {
+        header: DLPackExchangeAPIHeader {
+            version: DLPackVersion { major, minor: 3 },
+            prev_api,
+        },
+        managed_tensor_allocator: None,
+        managed_tensor_from_py_object_no_sync: from_object,
+        managed_tensor_to_py_object_no_sync: None,
+        dltensor_from_py_object_no_sync: None,
+        current_work_stream: None,
+    })
+}
+
+static OK: Table = table(1, ptr::null_mut(), Some(counted_tensor));
+static FAIL_WITH_EXCEPTION: Table = table(1, ptr::null_mut(), Some(fail_with_exception));
+static FAIL_SILENTLY: Table = table(1, ptr::null_mut(), Some(fail_silently));
+static SUCCESS_WITH_EXCEPTION: Table = table(1, ptr::null_mut(), Some(success_with_exception));
+static NULL_TENSOR: Table = table(1, ptr::null_mut(), Some(null_tensor));
+static NULL_ENTRY: Table = table(1, ptr::null_mut(), None);
+static MAJOR_2: Table = table(2, ptr::null_mut(), Some(counted_tensor));
+// A newer table first, then (through `prev_api`) the version-1 one a consumer uses.
+static MAJOR_2_THEN_1: Table = table(
+    2,
+    ptr::from_ref(&OK.0.header).cast_mut(),
+    Some(fail_with_exception),
+);
+
+/// A counted `float32` tensor `[1, 2, 3]` for the caller.
+unsafe extern "C" fn counted_tensor(
+    _object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    let Ok((tensor, _)) = super::python::make("float32", vec![3], "c", true, 0) else {
+        return -1;
+    };
+    // SAFETY: the consumer's writable out-pointer (the standard's convention).
+    unsafe { *out = tensor.into_raw() };
+    0
+}
+
+/// Fails as the standard says: -1 with a Python exception set.
+unsafe extern "C" fn fail_with_exception(
+    _object: *mut c_void,
+    _out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the standard calls the entries from an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    PyZeroDivisionError::new_err("the producer failed").restore(py);
+    -1
+}
+
+/// Fails without setting an exception (a broken producer).
+unsafe extern "C" fn fail_silently(
+    _object: *mut c_void,
+    _out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    -1
+}
+
+/// Succeeds, handing over a counted tensor, but leaves an exception set (a broken
+/// producer).
+unsafe extern "C" fn success_with_exception(
+    object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    let status = unsafe { counted_tensor(object, out) };
+    // SAFETY: the standard calls the entries from an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    PyValueError::new_err("left set by the producer").restore(py);
+    status
+}
+
+/// Succeeds without a tensor (a broken producer).
+unsafe extern "C" fn null_tensor(
+    _object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the consumer's writable out-pointer (the standard's convention).
+    unsafe { *out = ptr::null_mut() };
+    0
+}
+
+/// A `dlpack_exchange_api` capsule over one of the tables above, for a Python class to
+/// publish as `__dlpack_c_exchange_api__`.
+#[pyfunction]
+pub(crate) fn exchange_capsule(py: Python<'_>, kind: &str) -> PyResult<Py<PyAny>> {
+    let table = match kind {
+        "ok" => &OK,
+        "fail_with_exception" => &FAIL_WITH_EXCEPTION,
+        "fail_silently" => &FAIL_SILENTLY,
+        "success_with_exception" => &SUCCESS_WITH_EXCEPTION,
+        "null_tensor" => &NULL_TENSOR,
+        "null_entry" => &NULL_ENTRY,
+        "major_2" => &MAJOR_2,
+        "major_2_then_1" => &MAJOR_2_THEN_1,
+        _ => return Err(PyValueError::new_err(format!("no table {kind:?}"))),
+    };
+    let pointer = ptr::from_ref(&table.0).cast_mut().cast::<c_void>();
+    // SAFETY:
+    // - `pointer` is a non-null pointer to a static, and the capsule has no destructor;
+    // - the name is a `'static` C string; the thread is attached.
+    let capsule = unsafe {
+        pyo3::ffi::PyCapsule_New(pointer, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(), None)
+    };
+    // SAFETY: a new reference, or NULL with an exception set.
+    Ok(unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?.unbind())
+}
+
+/// How many times the tables' owning entries were called.
+#[pyfunction]
+pub(crate) fn exchange_calls() -> usize {
+    CALLS.load(Ordering::SeqCst)
+}
+
+/// A peer consumer: dlpark 0.10's import of `obj` (its C exchange API path where the
+/// type has one); returns the data address.
+#[pyfunction]
+pub(crate) fn dlpark_import(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let imported = dlpark::python::from_dlpack(obj.as_borrowed(), None, None)?;
+    let tensor = imported
+        .validate()
+        .map_err(|err| PyValueError::new_err(err.to_string()))?;
+    Ok(tensor.data_ptr() as usize)
+}
+
+/// The import without the C exchange API: `obj.__dlpack__(max_version=(1, 3))`, then
+/// the capsule's.
+fn through_dunder(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
+    let kwargs = pyo3::types::PyDict::new(obj.py());
+    kwargs.set_item("max_version", (1, 3))?;
+    let capsule = obj.call_method("__dlpack__", (), Some(&kwargs))?;
+    dlpack_core::python::from_dlpack(&capsule)
+}
+
+/// [`through_dunder`]; returns the data address.
+#[pyfunction]
+pub(crate) fn import_through_dunder(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(through_dunder(obj)?.data_ptr() as usize)
+}
+
+/// [`through_dunder`], then a `float32` view; returns its address.
+#[pyfunction]
+pub(crate) fn view_f32_through_dunder(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let tensor = through_dunder(obj)?;
+    Ok(tensor.as_array::<f32, IxDyn>()?.as_ptr() as usize)
+}
+
+/// A typed argument: the sum of a 2-d `float32` array from any producer.
+#[pyfunction]
+pub(crate) fn sum_f32_2d(x: DLPackArray<f32, Ix2>) -> f32 {
+    x.view().sum()
+}
+
+/// A typed argument: the address of a 1-d `float32` array from any producer.
+#[pyfunction]
+pub(crate) fn typed_ptr_f32_1d(x: DLPackArray<f32, Ix1>) -> usize {
+    x.view().as_ptr() as usize
+}
