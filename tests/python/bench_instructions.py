@@ -10,8 +10,8 @@ Each case is a pair, `ours` beside `reference`; arrays have 10 float32 elements:
 - `torch`: `torch.from_dlpack(x)`, likewise;
 - `view`: a NumPy array into a Rust ndarray view, DLPack / rust-numpy's `as_array`;
 - `torch-import`: a torch tensor into a `ManagedTensor` / dlpark 0.10's `from_dlpack`;
-- `torch-import-dunder`: the same import by `__dlpack__` and a capsule (the path
-  without the C exchange API) / through the C exchange API;
+- `torch-import-dunder`: the same import through the C exchange API / by `__dlpack__`
+  and a capsule (the path without the C exchange API);
 - `torch-view`: a torch tensor into a Rust view, through the C exchange API / by
   `__dlpack__`;
 - `dlpark-consumer`: dlpark 0.10's `from_dlpack` of our tensor / of a torch tensor.
@@ -41,7 +41,7 @@ def case_function(case, ours):
     if case == "torch-import":
         return (ext.import_ptr if ours else ext.dlpark_import), t
     if case == "torch-import-dunder":
-        return (ext.import_through_dunder if ours else ext.import_ptr), t
+        return (ext.import_ptr if ours else ext.import_through_dunder), t
     if case == "torch-view":
         return (ext.view_f32 if ours else ext.view_f32_through_dunder), t
     if case == "dlpark-consumer":
