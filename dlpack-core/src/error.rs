@@ -87,6 +87,20 @@ pub enum Error {
         /// The tensor's type.
         dtype: DataType,
     },
+    /// The element type cannot be handled here: zero bits, or a type with no Rust
+    /// element where one is needed (a typed copy). Python: `BufferError`.
+    #[error("unsupported dtype {dtype}")]
+    UnsupportedDtype {
+        /// The tensor's type.
+        dtype: DataType,
+    },
+    /// Elements smaller than a byte (float6, float4) are packed, so their tensor must be
+    /// C-contiguous to be read. Python: `BufferError`.
+    #[error("a {dtype} tensor must be C-contiguous: its elements are packed below a byte")]
+    PackedLayout {
+        /// The tensor's type.
+        dtype: DataType,
+    },
     /// The rank differs from the one requested. Python: `TypeError`.
     #[error("ndim mismatch: expected {expected}, found {found}")]
     NdimMismatch {

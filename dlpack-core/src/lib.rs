@@ -62,19 +62,23 @@
 //! # Import safety
 //!
 //! One rule holds for every way a tensor enters this crate (raw pointers, Python,
-//! dlpark, your own containers): **no safe code path yields a mutable view of memory
-//! that another live handle can reach, and read-only views rely only on what the DLPack
-//! protocol promises.** A [`ManagedTensor`] is therefore *exclusive* or *shared*
-//! ([`ManagedTensor::is_exclusive`]):
+//! dlpark, tch, burn, your own containers): **no safe code path yields a mutable view
+//! of memory that another live handle can reach, and read-only views rely only on what
+//! the DLPack protocol promises.** A [`ManagedTensor`] is therefore *exclusive* or
+//! *shared* ([`ManagedTensor::is_exclusive`]). Path by path, what makes a tensor
+//! exclusive, and what is trusted:
 //!
-//! | the tensor comes from | access | because |
+//! | the tensor comes from | access | because (what is trusted) |
 //! |---|---|---|
-//! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy | exclusive | the tensor holds the only handle to its buffer |
-//! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller promised it (their `# Safety` sections) |
-//! | a burn `FlexTensor` whose bytes no other burn tensor shares | exclusive | the header holds the only reference |
-//! | `unsafe` `from_raw_shared`; a burn `FlexTensor` whose bytes other burn tensors share (`READ_ONLY` too); a tch tensor whose storage other torch tensors reach (`dlpack-tch`) | shared | the producer keeps other handles of the memory |
-//! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`), a raw capsule, a producer's C exchange API | shared | the producer keeps its own handle: the NumPy array, the torch tensor, the object exported twice |
-//! | Python, a copy: `from_dlpack_with(obj, ImportOptions::new().copy(true))`, or a tensor flagged `IS_COPIED` | exclusive | the protocol makes a copy the consumer's alone |
+//! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy this crate makes | exclusive | the tensor holds the only handle to its buffer (nothing trusted) |
+//! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller's promise (their `# Safety` sections) |
+//! | `unsafe` `from_raw_shared` | shared | the caller's promise that the header is valid |
+//! | a burn `FlexTensor` (feature `burn`) | exclusive when no other burn tensor shares its bytes (the `Arc` is unique), else shared and `READ_ONLY` | burn's reference count |
+//! | a tch tensor (`dlpack-tch`) | exclusive when the tensor was the only handle of its storage and the memory is torch's alone (its allocator made it, or `into_tch` handed it over without a copy), else shared | libtorch's reference counts, and its storage's allocator |
+//! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`, `TensorBatch`), a raw capsule, a producer's C exchange table, our table's "to object" entry | shared | the protocol: the header is valid and the memory holds the elements until the deleter runs; the producer keeps its own handle (the NumPy array, the torch tensor, an object exported twice) |
+//! | Python, a tensor its producer flagged `IS_COPIED` | exclusive | the producer's flag: the standard makes a copy the consumer's alone |
+//! | Python, `from_dlpack_with(.., ImportOptions::new().copy(true))` | exclusive when flagged `IS_COPIED` (NumPy, this crate) or the object is exactly a `torch.Tensor` (whose `__dlpack__` clones and does not flag it), else shared | the flag, or PyTorch's own `__dlpack__`; a wrapper that drops the keyword gets no trust |
+//! | Python, our table's allocator, handed back to "to object" | exclusive | the buffer was zeroed for that caller alone |
 //!
 //! - `as_array_mut` and `DLPackArray::view_mut` refuse a shared tensor
 //!   ([`Error::NotExclusive`]) as they refuse a `READ_ONLY` one ([`Error::ReadOnly`]).
@@ -87,11 +91,16 @@
 //!   or import a copy.
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
-//!   on the way, an exclusive one moves without a copy.
+//!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a
+//!   layout whose elements leave gaps (bytes that are someone else's) is copied element
+//!   by element on the way in.
 //! - Taking a tensor back without a copy (`Array::from_dlpack`, `DLPackArray::into_owned`,
 //!   [`ManagedTensor::into_owner`]) works only for headers this crate made, recognised
 //!   by a property no copy of a header has (`manager_ctx` holds the header's own address,
 //!   and the deleter is this crate's): their owner is the only holder of the buffer.
+//! - A `bool` view reads every byte of the tensor once, in time that follows the bytes
+//!   between its lowest and highest element, never its element count (a broadcast of
+//!   2^40 elements, or overlapping windows, cost their memory).
 //! - Anything a producer gets wrong, and anything too big to copy, is a typed [`Error`]
 //!   (an allocation that fails is [`Error::AllocationFailed`]), never a panic or an
 //!   abort, and the rejected tensor's deleter runs exactly once.
@@ -216,8 +225,12 @@ pub mod dlpark {}
 /// | direction | memory | the [`ManagedTensor`] or tensor is |
 /// |---|---|---|
 /// | `FlexTensor::to_dlpack` | the tensor's `Arc<Bytes>`, shared with the header | writable and exclusive when that was the only reference; `READ_ONLY` and shared otherwise (burn never writes into shared bytes) |
-/// | `FlexTensor::from_dlpack` | the producer's memory, in an allocation controller that owns the `ManagedTensor` | any strided layout: negative, zero or permuted strides, offsets |
+/// | `FlexTensor::from_dlpack` | the producer's memory, in an allocation controller that owns the `ManagedTensor`; a copy of the elements when they leave gaps in it | any layout: negative, zero or permuted strides, offsets |
 ///
+/// burn's bytes are one slice, so an import lends the producer's memory only when the
+/// tensor's elements fill it from their lowest to their highest byte: the bytes between
+/// the elements of a column, say, belong to someone else, who may be writing them, so
+/// such a layout is copied element by element (its deleter runs then).
 /// burn writes in place only into bytes it holds alone, and asks their controller for
 /// mutable memory first. The controller of an import lends the producer's memory only
 /// when the tensor is [exclusive](ManagedTensor::is_exclusive), writable and has no

@@ -187,7 +187,7 @@ fn read_only_shared_and_broadcast_imports_copy_on_the_first_write() {
 }
 
 #[test]
-fn every_strided_layout_imports_without_a_copy() {
+fn layouts_without_gaps_import_without_a_copy() {
     let cases: Vec<(Array2<f32>, &str)> = vec![
         (
             Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f32),
@@ -199,11 +199,11 @@ fn every_strided_layout_imports_without_a_copy() {
         ),
         (
             Array3::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 12 + j * 4 + k) as f32)
-                .slice_move(s![1, .., 1..;2]),
-            "sliced",
+                .slice_move(s![1, .., ..]),
+            "one block of three",
         ),
         (
-            Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f32).slice_move(s![..;-1, ..;-2]),
+            Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f32).slice_move(s![..;-1, ..;-1]),
             "negative",
         ),
     ];
@@ -221,6 +221,55 @@ fn every_strided_layout_imports_without_a_copy() {
             expected,
             "{name}: burn reads the same values"
         );
+    }
+}
+
+/// A layout whose elements leave gaps (a column, every other element) is copied element
+/// by element at import: the gap bytes are someone else's, and are never read (they hold
+/// a poison value here that would show in any copy of the whole region).
+#[test]
+fn layouts_with_gaps_are_copied_element_by_element() {
+    let poison = f32::from_bits(0x7fc0_dead);
+    for (shape, strides, name) in [
+        (vec![3, 1], vec![4, 1], "column 0 of a 3 x 4 matrix"),
+        (vec![2, 2], vec![-4, -2], "negative, every other element"),
+        (vec![2, 3], vec![6, 2], "sliced, stepped"),
+    ] {
+        let mut values = vec![poison; 12];
+        let mut expected = Vec::new();
+        // Element [i, j] at `first + i * s0 + j * s1`, `first` chosen so that every
+        // element lies in the buffer.
+        let first: i64 = strides
+            .iter()
+            .zip(&shape)
+            .map(|(&s, &d)| if s < 0 { -s * (d - 1) } else { 0 })
+            .sum();
+        for i in 0..shape[0] {
+            for j in 0..shape[1] {
+                let at = (first + i * strides[0] + j * strides[1]) as usize;
+                values[at] = (i * 10 + j) as f32;
+                expected.push(values[at]);
+            }
+        }
+        let mut spec = spec_f32(&values, &shape);
+        spec.strides = Some(strides.clone());
+        spec.byte_offset = first as u64 * 4;
+        let (tensor, counter) = foreign(&spec);
+        let data = tensor.data().cast::<f32>().cast_const();
+        let t = FlexTensor::from_dlpack(tensor).unwrap();
+        assert_eq!(
+            counter.get(),
+            1,
+            "{name}: the producer was released at the copy"
+        );
+        let storage = t.storage::<f32>().as_ptr();
+        assert!(
+            storage < data || storage > data.wrapping_add(12),
+            "{name}: a copy"
+        );
+        let values = burn_values(t);
+        assert_eq!(values, expected, "{name}");
+        assert!(values.iter().all(|v| v.to_bits() != poison.to_bits()));
     }
 }
 
@@ -393,4 +442,22 @@ fn ndarray_to_burn_narrow_and_back_keeps_the_pointer_and_deletes_once() {
         1,
         "the original deleter ran once, after the last view"
     );
+}
+
+/// Exporting an import that burn must copy before it may write (here `READ_ONLY`, and
+/// too big to copy: 2^46 bytes described over a few, never read) is an
+/// `Error::AllocationFailed`, not a panic in burn's `DerefMut`; the deleter runs once.
+#[test]
+#[cfg_attr(miri, ignore = "asks the allocator for 64 TiB")]
+fn an_export_whose_copy_cannot_be_allocated_is_an_error() {
+    let mut spec = spec_f32(&[1.0, 2.0], &[1 << 44]);
+    spec.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+    let (tensor, counter) = foreign(&spec);
+    let t = FlexTensor::from_dlpack(tensor).unwrap();
+    let err = t.to_dlpack().unwrap_err();
+    assert!(
+        matches!(err, Error::AllocationFailed { bytes } if bytes == 1 << 46),
+        "{err:?}"
+    );
+    assert_eq!(counter.get(), 1);
 }

@@ -136,6 +136,53 @@ fn bool_views_of_sliding_windows_check_each_byte_once() {
     assert_eq!(counter.get(), 2);
 }
 
+#[test]
+fn bool_views_of_overlapping_windows_cost_their_span() {
+    // Byte strides (2, 3), which do not divide each other (NumPy's `as_strided`): 2^40
+    // logical elements over 5 MiB. Visiting every element would take hours; each
+    // reachable byte is checked once.
+    let n: usize = if cfg!(miri) { 1 << 6 } else { 1 << 20 };
+    let mut bytes = vec![1u8; 5 * n];
+    let spec = |bytes: &[u8]| {
+        let mut spec = Spec::new(
+            &[n as i64, n as i64],
+            DataType::BOOL.to_raw(),
+            buffer_from_bytes(bytes),
+        );
+        spec.strides = Some(vec![2, 3]);
+        spec
+    };
+    let counter = Counter::new();
+    // SAFETY: a well-formed tensor over `bytes`.
+    let tensor =
+        unsafe { ManagedTensor::from_raw(common::versioned(&spec(&bytes), &counter)) }.unwrap();
+    let view = quick(Duration::from_secs(20), || tensor.as_array::<bool, Ix2>()).unwrap();
+    assert_eq!(view.len(), n * n);
+    assert!(view[[n - 1, n - 1]]);
+    drop(tensor);
+
+    // Byte 1 is no element's (2a + 3b never makes 1): a bad value there is not read.
+    bytes[1] = 7;
+    // Byte 7 is only element [2, 1]'s (2 * 2 + 3 * 1).
+    bytes[7] = 9;
+    // SAFETY: as above.
+    let tensor =
+        unsafe { ManagedTensor::from_raw(common::versioned(&spec(&bytes), &counter)) }.unwrap();
+    let err = quick(Duration::from_secs(20), || {
+        tensor.as_array::<bool, Ix2>().map(|_| ())
+    })
+    .unwrap_err();
+    assert_eq!(
+        err,
+        Error::InvalidBool {
+            index: 2 * n + 1,
+            byte: 9
+        }
+    );
+    drop(tensor);
+    assert_eq!(counter.get(), 2);
+}
+
 /// A foreign producer that copied one of our headers into a larger struct of its own
 /// (the managed struct and the bytes that follow it), keeping `manager_ctx`, with its
 /// own deleter that releases the original.

@@ -33,10 +33,14 @@
 //!   tensor or the tensor is copied.
 //! - A torch export keeps the storage alive until the [`ManagedTensor`] is dropped. It
 //!   is exclusive (mutable views allowed) only from [`into_managed`](TensorExt::into_managed)
-//!   of a tensor that was the only handle of its storage; otherwise it is shared, so
-//!   `as_array_mut` is refused while torch can still write the memory. A view made by
-//!   `narrow`, `select`, `transpose`... keeps its base tensor (torch tracks it for
-//!   autograd), so its export is shared.
+//!   of a tensor that was the only handle of its storage, over memory that only torch
+//!   reaches: memory torch's own allocator made, or a tensor handed to torch by
+//!   [`into_tch`](ManagedTensorExt::into_tch) without a copy. Otherwise it is shared,
+//!   so `as_array_mut` is refused while torch, or whoever lent torch the memory
+//!   (`Tensor::from_blob`, a NumPy array behind `from_numpy`, another DLPack producer,
+//!   a mapped file), can still write it. A view made by `narrow`, `select`,
+//!   `transpose`... keeps its base tensor (torch tracks it for autograd), so its export
+//!   is shared.
 //! - `byte_offset` is folded into the data pointer (libtorch ignores it); negative
 //!   strides, which torch cannot represent, are an [`Error::Framework`]; `bool` data is
 //!   checked to hold only 0 and 1 (on the CPU), since other bytes are undefined
@@ -109,8 +113,9 @@ impl ManagedTensorExt for ManagedTensor {
 pub trait TensorExt {
     /// Exports the tensor without a copy, consuming this handle: the [`ManagedTensor`]
     /// keeps the storage alive. It is exclusive when this handle was the only one of
-    /// its storage (no other tensor, view or autograd node reaches it), shared
-    /// otherwise.
+    /// its storage (no other tensor, view or autograd node reaches it) and the memory
+    /// is torch's alone (made by torch's allocator, or handed over by
+    /// [`ManagedTensorExt::into_tch`] without a copy), shared otherwise.
     ///
     /// # Errors
     ///

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_set>
 
 namespace {
 
@@ -43,20 +45,58 @@ void describe_current_exception(char* buffer, std::size_t size) noexcept {
   }
 }
 
+// The storages that torch made over an exclusive tensor handed over without a copy: the
+// memory is not torch's, but nothing outside torch reaches it. An entry lives exactly as
+// long as the memory is the storage's (the `Owner` below removes it when the storage lets
+// go of the memory). Allocated once and never freed, so that storages still alive when
+// the process exits never find it destroyed.
+struct Registry {
+  std::mutex mutex;
+  std::unordered_set<const void*> storages;
+};
+
+Registry& registry() {
+  static Registry* registry = new Registry();
+  return *registry;
+}
+
 // Calls the producer's deleter exactly once: when the last copy of the `shared_ptr`
 // that holds it dies, whether that is the storage of a torch tensor or the unwinding of
 // a failed conversion.
 struct Owner {
   DLManagedTensorVersioned* tensor;
+  // The storage registered over this tensor's memory, or null.
+  const void* storage = nullptr;
   explicit Owner(DLManagedTensorVersioned* t) noexcept : tensor(t) {}
   Owner(const Owner&) = delete;
   Owner& operator=(const Owner&) = delete;
   ~Owner() {
+    if (storage != nullptr) {
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.storages.erase(storage);
+    }
     if (tensor->deleter != nullptr) {
       tensor->deleter(tensor);
     }
   }
 };
+
+// Whether the memory of `storage` is reachable only through torch: memory torch's own
+// allocator made for it (a resizable storage whose data pointer is the allocator's), or
+// an exclusive tensor handed to torch without a copy. Not memory torch borrows from
+// elsewhere (`from_numpy`, `from_blob`, `from_dlpack` of another producer, a file map),
+// which may be unique in torch and still reachable by its owner.
+bool torch_owns(const c10::Storage& storage) {
+  const c10::Allocator* allocator = storage.allocator();
+  if (storage.resizable() && allocator != nullptr && allocator->raw_deleter() != nullptr &&
+      storage.data_ptr().get_deleter() == allocator->raw_deleter()) {
+    return true;
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.storages.count(storage.unsafeGetStorageImpl()) != 0;
+}
 
 }  // namespace
 
@@ -93,6 +133,13 @@ int dlpack_tch_from_dlpack(DLManagedTensorVersioned* src, int copy, void** out,
     at::Tensor tensor = at::fromDLPackVersioned(&header, [owner](void*) {});
     if (copy != 0) {
       tensor = tensor.clone();
+    } else {
+      // The caller hands over only exclusive tensors without a copy.
+      const void* storage = tensor.storage().unsafeGetStorageImpl();
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.storages.insert(storage);
+      owner->storage = storage;
     }
     *out = new at::Tensor(std::move(tensor));
     return 0;
@@ -104,8 +151,9 @@ int dlpack_tch_from_dlpack(DLManagedTensorVersioned* src, int copy, void** out,
 
 // Exports `*tensor` (an `at::Tensor`, left untouched) through `at::toDLPackVersioned`:
 // the header keeps a reference to the tensor's storage until its deleter runs.
-// `*unique` says whether `*tensor` was the only handle of its storage, so that the
-// export, once the caller drops its tensor, is the only way to reach the data.
+// `*unique` says whether `*tensor` was the only handle of its storage, and the storage
+// the only way to reach its memory, so that the export, once the caller drops its
+// tensor, is the only way to reach the data.
 int dlpack_tch_to_dlpack(const void* tensor, DLManagedTensorVersioned** out, int* unique,
                          char* message, std::size_t message_size) noexcept {
   try {
@@ -128,7 +176,8 @@ int dlpack_tch_to_dlpack(const void* tensor, DLManagedTensorVersioned** out, int
     if (t.layout() != at::kStrided) {
       throw std::invalid_argument("only strided (dense) tensors can be exported");
     }
-    *unique = (t.use_count() == 1 && t.storage().use_count() == 1) ? 1 : 0;
+    *unique =
+        (t.use_count() == 1 && t.storage().use_count() == 1 && torch_owns(t.storage())) ? 1 : 0;
     *out = at::toDLPackVersioned(t);
     return 0;
   } catch (...) {

@@ -132,14 +132,16 @@ pub(crate) fn from_torch(tensor: &tch::Tensor) -> Result<(ManagedTensor, bool)> 
     Ok((managed, unique != 0))
 }
 
-/// Declares an export exclusive: `tensor` was the only handle of its storage and is
-/// gone.
+/// Declares an export exclusive: `tensor` was the only handle of its storage, whose
+/// memory only torch reaches, and is gone.
 pub(crate) fn into_exclusive(mut managed: ManagedTensor, consumed: tch::Tensor) -> ManagedTensor {
     drop(consumed);
     // SAFETY:
     // - the torch tensor that was the only other handle of the storage (`unique` from
-    //   the shim) has just been dropped: the export's own reference is the last one,
-    //   so nobody else reads or writes the data while the handle lives.
+    //   the shim) has just been dropped: the export's own reference is the last one;
+    // - the shim said `unique` only for memory that nothing outside torch reaches
+    //   (torch's allocator made it, or an exclusive tensor was handed to torch without
+    //   a copy), so nobody else reads or writes the data while the handle lives.
     unsafe { managed.assume_exclusive() };
     managed
 }

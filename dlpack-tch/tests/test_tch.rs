@@ -137,6 +137,50 @@ fn an_owned_array_round_trips_through_torch_without_a_copy() {
     assert_eq!(torch_values::<i32>(&t), [7, 20, 30]);
 }
 
+/// A torch tensor over memory that torch did not allocate (here a Rust vector, as
+/// `from_numpy` lends NumPy's) is shared even when torch holds it alone: its owner can
+/// still write it.
+#[test]
+fn exports_of_memory_torch_borrows_are_shared() {
+    let mut data = vec![1.0f32, 2.0, 3.0];
+    // SAFETY: `data` outlives the tensor and its export (both dropped below, first).
+    let t = unsafe {
+        Tensor::from_blob(
+            data.as_mut_ptr().cast(),
+            &[3],
+            &[1],
+            Kind::Float,
+            tch::Device::Cpu,
+        )
+    };
+    let mut managed = t.into_managed().unwrap();
+    assert!(
+        !managed.is_exclusive(),
+        "the vector still reaches the memory"
+    );
+    assert!(matches!(
+        managed.as_array_mut::<f32, Ix1>(),
+        Err(Error::NotExclusive)
+    ));
+    assert_eq!(
+        managed.as_array::<f32, Ix1>().unwrap().to_vec(),
+        [1.0, 2.0, 3.0]
+    );
+    drop(managed);
+    data[0] = 0.0;
+
+    // Memory torch's allocator made, and an exclusive tensor handed to torch without a
+    // copy, stay exclusive.
+    let made = Tensor::zeros([2], (Kind::Float, tch::Device::Cpu));
+    assert!(made.into_managed().unwrap().is_exclusive());
+    let lent = Array1::<f32>::zeros(2)
+        .to_dlpack()
+        .unwrap()
+        .into_tch()
+        .unwrap();
+    assert!(lent.into_managed().unwrap().is_exclusive());
+}
+
 #[test]
 fn exports_of_tensors_that_torch_still_reaches_are_shared() {
     let t = Tensor::arange(6, (Kind::Float, tch::Device::Cpu)).view([2, 3]);

@@ -306,9 +306,10 @@ def test_peer_consumer_reads_our_table(ext):
 # ------------------------------------------------------------------------------------
 
 
-def producer(ext, kind, fallback=None):
+def producer(ext, kind, fallback=None, dunder=True):
     """A new class (a new cache entry) that publishes table `kind`, with a `__dlpack__`
-    that counts its calls and hands out `fallback`'s capsule, or raises."""
+    that counts its calls and hands out `fallback`'s capsule, or raises (none at all
+    without `dunder`)."""
 
     class Producer:
         calls = 0
@@ -319,6 +320,8 @@ def producer(ext, kind, fallback=None):
                 raise AssertionError("__dlpack__ called: the C exchange API was not used")
             return fallback.__dlpack__(**kwargs)
 
+    if not dunder:
+        del Producer.__dlpack__
     if kind is not None:
         Producer.__dlpack_c_exchange_api__ = ext.exchange_capsule(kind)
     return Producer
@@ -379,16 +382,39 @@ def test_an_attribute_that_is_no_table_falls_back(ext, attribute):
     assert Producer.calls == 1
 
 
+@pytest.mark.parametrize("kind", ["fail_with_exception", "fail_silently"])
+def test_a_refusing_table_falls_back_to_dunder_dlpack(ext, kind):
+    # Whatever path an import takes, a failure is the protocol path's: an entry that
+    # refuses the object leaves the answer to `__dlpack__`.
+    a = np.arange(4, dtype=np.float32)
+    Producer = producer(ext, kind, fallback=a)
+    calls = ext.exchange_calls()
+    assert ext.import_with(Producer())["ptr"] == np_ptr(a)
+    assert ext.exchange_calls() == calls + 1
+    assert Producer.calls == 1
+
+
 @pytest.mark.parametrize(
     "kind, error, message",
     [
         ("fail_with_exception", ZeroDivisionError, "the producer failed"),
         ("fail_silently", SystemError, "failed without setting an exception"),
+    ],
+)
+def test_a_refusing_table_without_dunder_dlpack_raises_its_error(ext, kind, error, message):
+    Producer = producer(ext, kind, dunder=False)
+    with pytest.raises(error, match=message):
+        ext.import_with(Producer())
+
+
+@pytest.mark.parametrize(
+    "kind, error, message",
+    [
         ("success_with_exception", ValueError, "left set by the producer"),
         ("null_tensor", BufferError, "returned no tensor"),
     ],
 )
-def test_a_failing_table_is_an_error_and_loses_nothing(ext, kind, error, message):
+def test_a_broken_table_is_an_error_and_loses_nothing(ext, kind, error, message):
     Producer = producer(ext, kind)
     with pytest.raises(error, match=message):
         ext.import_with(Producer())

@@ -4,16 +4,19 @@
 
 use core::ffi::{c_int, c_void};
 use core::ptr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlpack_core::ffi::{
     DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPackExchangeAPI,
     DLPackExchangeAPIHeader, DLPackVersion,
 };
+use dlpack_core::python::Tensor;
 use dlpack_core::{DLPackArray, ManagedTensor};
 use ndarray::{Ix1, Ix2, IxDyn};
 use pyo3::exceptions::{PyValueError, PyZeroDivisionError};
 use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
 
 /// How many times a table's owning entry was called.
 static CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -47,6 +50,9 @@ static FAIL_WITH_EXCEPTION: Table = table(1, ptr::null_mut(), Some(fail_with_exc
 static FAIL_SILENTLY: Table = table(1, ptr::null_mut(), Some(fail_silently));
 static SUCCESS_WITH_EXCEPTION: Table = table(1, ptr::null_mut(), Some(success_with_exception));
 static NULL_TENSOR: Table = table(1, ptr::null_mut(), Some(null_tensor));
+static PINNED: Table = table(1, ptr::null_mut(), Some(pinned_tensor));
+static FAIL_WITH_TENSOR: Table = table(1, ptr::null_mut(), Some(fail_with_tensor));
+static PANIC_WITH_TENSOR: Table = table(1, ptr::null_mut(), Some(panic_with_tensor));
 static NULL_ENTRY: Table = table(1, ptr::null_mut(), None);
 static MAJOR_2: Table = table(2, ptr::null_mut(), Some(counted_tensor));
 // A newer table first, then (through `prev_api`) the version-1 one a consumer uses.
@@ -105,6 +111,51 @@ unsafe extern "C" fn success_with_exception(
     status
 }
 
+/// A counted, empty tensor in pinned host memory (`kDLCUDAHost`), which the CPU can
+/// read but a device may still be writing: the consumer must not read it without the
+/// stream synchronisation that only `__dlpack__` does.
+unsafe extern "C" fn pinned_tensor(
+    _object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    let Ok(tensor) = super::python::make_on_device(3, 0) else {
+        return -1;
+    };
+    // SAFETY: the consumer's writable out-pointer (the standard's convention).
+    unsafe { *out = tensor.into_raw() };
+    0
+}
+
+/// Fails with an exception set, but hands over a counted tensor all the same (a broken
+/// producer): the consumer must release it.
+unsafe extern "C" fn fail_with_tensor(
+    object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { counted_tensor(object, out) };
+    // SAFETY: the standard calls the entries from an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    PyValueError::new_err("failed, with a tensor").restore(py);
+    -1
+}
+
+/// Succeeds, handing over a counted tensor, with a `PanicException` set (a broken
+/// producer written with PyO3): taking it resumes the panic, which must not lose the
+/// tensor.
+unsafe extern "C" fn panic_with_tensor(
+    object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    let status = unsafe { counted_tensor(object, out) };
+    // SAFETY: the standard calls the entries from an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    pyo3::panic::PanicException::new_err("a panic left behind").restore(py);
+    status
+}
+
 /// Succeeds without a tensor (a broken producer).
 unsafe extern "C" fn null_tensor(
     _object: *mut c_void,
@@ -126,6 +177,9 @@ pub(crate) fn exchange_capsule(py: Python<'_>, kind: &str) -> PyResult<Py<PyAny>
         "fail_silently" => &FAIL_SILENTLY,
         "success_with_exception" => &SUCCESS_WITH_EXCEPTION,
         "null_tensor" => &NULL_TENSOR,
+        "fail_with_tensor" => &FAIL_WITH_TENSOR,
+        "pinned" => &PINNED,
+        "panic_with_tensor" => &PANIC_WITH_TENSOR,
         "null_entry" => &NULL_ENTRY,
         "major_2" => &MAJOR_2,
         "major_2_then_1" => &MAJOR_2_THEN_1,
@@ -191,4 +245,39 @@ pub(crate) fn sum_f32_2d(x: DLPackArray<f32, Ix2>) -> f32 {
 #[pyfunction]
 pub(crate) fn typed_ptr_f32_1d(x: DLPackArray<f32, Ix1>) -> usize {
     x.view().as_ptr() as usize
+}
+
+/// Hands the managed tensor at `address` (the caller gives up its ownership) to our
+/// table's "to object" entry, then writes `value` into its first `float64` element the
+/// way safe Rust can write an exclusive tensor: through `Tensor::shared`, once the
+/// object is gone, and `Arc::get_mut`.
+#[pyfunction]
+pub(crate) fn to_object_then_write(py: Python<'_>, address: usize, value: f64) -> PyResult<()> {
+    let capsule = py
+        .get_type::<Tensor>()
+        .getattr("__dlpack_c_exchange_api__")?
+        .cast_into::<PyCapsule>()?;
+    let table = capsule
+        .pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))?
+        .cast::<DLPackExchangeAPI>();
+    // SAFETY: our own table, a static.
+    let to_object = unsafe { table.as_ref() }
+        .managed_tensor_to_py_object_no_sync
+        .ok_or_else(|| PyValueError::new_err("no to-object entry"))?;
+    let mut out: *mut c_void = ptr::null_mut();
+    // SAFETY: the caller hands over a managed tensor at `address` ("the tensor is
+    // stolen"); `out` is writable; the thread is attached.
+    if unsafe { to_object(address as *mut DLManagedTensorVersioned, &mut out) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: success gives a new reference to a `Tensor`.
+    let object = unsafe { Bound::from_owned_ptr(py, out.cast()) }.cast_into::<Tensor>()?;
+    let mut shared = object.get().shared();
+    drop(object);
+    let tensor = Arc::get_mut(&mut shared)
+        .ok_or_else(|| PyValueError::new_err("the tensor is still referenced"))?;
+    if let Some(first) = tensor.as_array_mut::<f64, IxDyn>()?.iter_mut().next() {
+        *first = value;
+    }
+    Ok(())
 }

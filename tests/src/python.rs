@@ -354,6 +354,22 @@ fn drop_on_thread(py: Python<'_>, tensor: ManagedTensor) -> PyResult<()> {
         .map_err(|_| PyValueError::new_err("the dropping thread panicked"))
 }
 
+/// Imports `tensor` and drops it with this thread detached from the interpreter, as C
+/// code that released the GIL would.
+#[pyfunction]
+fn drop_detached(py: Python<'_>, tensor: ManagedTensor) {
+    py.detach(move || drop(tensor));
+}
+
+/// Imports `tensor` and drops it on a new thread while this one keeps the GIL and waits
+/// for it: a deleter (or a `Drop`) that needed the GIL would wait forever.
+#[pyfunction]
+fn drop_on_thread_holding_gil(tensor: ManagedTensor) -> PyResult<()> {
+    std::thread::spawn(move || drop(tensor))
+        .join()
+        .map_err(|_| PyValueError::new_err("the dropping thread panicked"))
+}
+
 /// The number of counted exports whose owner is still alive.
 #[pyfunction]
 fn live_exports() -> usize {
@@ -422,7 +438,7 @@ fn make_float8(n: usize) -> PyResult<ManagedTensor> {
 /// A counted, empty `float32` tensor (shape `(0,)`, NULL data) on device
 /// `(device_type, device_id)`: an honest tensor on any device, since it has no data.
 #[pyfunction]
-fn make_on_device(device_type: i32, device_id: i32) -> PyResult<ManagedTensor> {
+pub(crate) fn make_on_device(device_type: i32, device_id: i32) -> PyResult<ManagedTensor> {
     let owner = Counted::new(());
     let device = Device::new(DLDeviceType(device_type), device_id);
     // SAFETY: the tensor has no elements, so no memory is described; NULL data is
@@ -664,10 +680,16 @@ unsafe extern "C" fn destroy_foreign(capsule: *mut pyo3::ffi::PyObject) {
 }
 
 /// A raw `dltensor_versioned` capsule from a foreign producer: `n` counted `float32`
-/// ones whose deleter leaves a `RuntimeError` set if `raise_in_deleter`.
+/// ones whose deleter leaves a `RuntimeError` set if `raise_in_deleter`, with NULL
+/// strides (C-contiguous, as producers before DLPack 1.2 may say) if `null_strides`.
 #[pyfunction]
-#[pyo3(signature = (n, raise_in_deleter = false))]
-fn foreign_tensor(py: Python<'_>, n: usize, raise_in_deleter: bool) -> PyResult<Bound<'_, PyAny>> {
+#[pyo3(signature = (n, raise_in_deleter = false, null_strides = false))]
+fn foreign_tensor(
+    py: Python<'_>,
+    n: usize,
+    raise_in_deleter: bool,
+    null_strides: bool,
+) -> PyResult<Bound<'_, PyAny>> {
     let mut foreign = Box::new(Foreign {
         managed: DLManagedTensorVersioned {
             version: dlpack_core::ffi::DLPackVersion::CURRENT,
@@ -691,7 +713,9 @@ fn foreign_tensor(py: Python<'_>, n: usize, raise_in_deleter: bool) -> PyResult<
     });
     foreign.managed.dl_tensor.data = foreign.data.0.as_mut_ptr().cast();
     foreign.managed.dl_tensor.shape = foreign.shape.as_mut_ptr();
-    foreign.managed.dl_tensor.strides = foreign.strides.as_mut_ptr();
+    if !null_strides {
+        foreign.managed.dl_tensor.strides = foreign.strides.as_mut_ptr();
+    }
     let pointer = Box::into_raw(foreign).cast::<core::ffi::c_void>();
     // SAFETY:
     // - `pointer` is a boxed `Foreign` starting with its versioned header, owned by the
@@ -763,6 +787,9 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(roundtrip, m)?)?;
     m.add_function(wrap_pyfunction!(roundtrip_owned, m)?)?;
     m.add_function(wrap_pyfunction!(drop_on_thread, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_detached, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_on_thread_holding_gil, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::to_object_then_write, m)?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(make_read_only, m)?)?;
     m.add_function(wrap_pyfunction!(make_float8, m)?)?;

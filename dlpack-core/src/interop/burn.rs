@@ -5,11 +5,15 @@
 //!   when that reference is the only one, `READ_ONLY` otherwise: burn then never writes
 //!   in place (a non-unique `Arc` copies on write).
 //! - Import wraps the tensor in an allocation controller ([`Imported`]) that owns the
-//!   [`ManagedTensor`]: zero-copy for every strided layout. Burn asks the controller for
-//!   mutable memory before writing in place; the controller hands out the producer's
-//!   memory only when the tensor is exclusive, writable and free of overlapping
-//!   elements, and copies it first otherwise (copy-on-write, releasing the producer's
-//!   tensor then, exactly once).
+//!   [`ManagedTensor`]: zero-copy for every layout whose elements fill the memory from
+//!   their lowest to their highest byte (any axis order, negative strides, broadcast
+//!   and window axes). A layout that leaves gaps (a column, every other element) is
+//!   copied element by element at import: burn's `Bytes` is one slice, and the gap
+//!   bytes belong to someone else, who may be writing them. Burn asks the controller
+//!   for mutable memory before writing in place; the controller hands out the
+//!   producer's memory only when the tensor is exclusive, writable and free of
+//!   overlapping elements, and copies it first otherwise (copy-on-write, releasing the
+//!   producer's tensor then, exactly once).
 
 use core::mem::MaybeUninit;
 use std::sync::Arc;
@@ -17,15 +21,15 @@ use std::sync::Arc;
 use burn_flex::{FlexTensor, Layout};
 use burn_std::{
     AccessError, AccessPolicy, AllocationController, AllocationProperty, BoolStore, Bytes, DType,
-    Shape,
+    Shape, Writer,
 };
 
 use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
-use crate::layout;
-use crate::tensor::ManagedTensor;
+use crate::layout::{self, Positions};
+use crate::tensor::{AlignedBytes, ManagedTensor};
 use crate::tensor_batch::TensorBatch;
 use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
 
@@ -98,7 +102,19 @@ fn export(tensor: FlexTensor) -> Result<ManagedTensor> {
     // A flex layout is not validated by burn (`Layout::new` accepts anything): every
     // element it reaches must lie inside the buffer before a consumer may read it.
     layout::check_in_buffer(&shape, &strides, start, bytes.len() / size)?;
-    let unique = Arc::get_mut(&mut bytes).is_some();
+    let unique = match Arc::get_mut(&mut bytes) {
+        // Writable memory, asked for here where failing is an error: a controller that
+        // cannot lend its memory for writing copies it now (burn's own `DerefMut`,
+        // used below, would panic if that copy failed; it finds the copy made then).
+        Some(owned) => {
+            let len = owned.len();
+            owned
+                .write(Writer::new())
+                .map_err(|_| Error::AllocationFailed { bytes: len })?;
+            true
+        }
+        None => false,
+    };
     let flags = if unique {
         0
     } else {
@@ -108,8 +124,7 @@ fn export(tensor: FlexTensor) -> Result<ManagedTensor> {
     let strides_i64: Vec<i64> = strides.iter().map(|&s| s as i64).collect();
     let first = start * size;
     let data = move |bytes: &mut Arc<Bytes>| match Arc::get_mut(bytes) {
-        // The only reference: writable memory (a controller that cannot lend its
-        // memory for writing copies it here, before anyone sees the pointer).
+        // The only reference: writable memory (made writable above).
         Some(owned) => owned.as_mut_ptr().wrapping_add(first).cast(),
         None => bytes.as_ptr().wrapping_add(first).cast_mut().cast(),
     };
@@ -142,7 +157,8 @@ fn export(tensor: FlexTensor) -> Result<ManagedTensor> {
 }
 
 /// An allocation controller over an imported tensor's memory: the region from the lowest
-/// to the highest byte the tensor reaches.
+/// to the highest byte the tensor reaches, every byte of which belongs to an element
+/// (`import` copies a layout with gaps), or over a copy.
 struct Imported {
     /// The producer's tensor, until the memory is copied (copy-on-write) or dropped.
     tensor: Option<ManagedTensor>,
@@ -155,8 +171,9 @@ struct Imported {
     /// Whether burn may write into the producer's memory: an exclusive, writable
     /// tensor whose elements each have their own address.
     writable: bool,
-    /// The copy made on the first write that may not go to the producer's memory.
-    copy: Option<Vec<u128>>,
+    /// The copy: made at import for a layout with gaps, or on the first write that may
+    /// not go to the producer's memory.
+    copy: Option<AlignedBytes>,
 }
 
 impl Imported {
@@ -187,14 +204,15 @@ impl AllocationController for Imported {
 
     fn memory(&self, _policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
         let data: *const u8 = match &self.copy {
-            Some(copy) => copy.as_ptr().cast(),
+            Some(copy) => copy.as_bytes().as_ptr(),
             None => self.region(),
         };
         // SAFETY:
-        // - the copy holds at least `len` initialised bytes; otherwise the region is
-        //   `len` bytes the producer's tensor keeps readable until it is dropped, which
-        //   happens only through `&mut self` (`memory_mut`, `drop`), so not while this
-        //   borrow of `self` lives (a dangling, aligned pointer when `len` is 0);
+        // - the copy holds `len` initialised bytes; otherwise the region is `len` bytes,
+        //   each of them a byte of an element of the tensor (`import` copies layouts
+        //   with gaps), which the producer's tensor keeps readable until it is dropped,
+        //   which happens only through `&mut self` (`memory_mut`, `drop`), so not while
+        //   this borrow of `self` lives (a dangling, aligned pointer when `len` is 0);
         // - `MaybeUninit<u8>` has no validity requirement.
         Ok(unsafe { core::slice::from_raw_parts(data.cast(), self.len) })
     }
@@ -207,28 +225,24 @@ impl AllocationController for Imported {
             if !policy.copy_allowed() {
                 return Err(AccessError::WouldCopy);
             }
-            let mut copy: Vec<u128> = Vec::new();
-            copy.try_reserve_exact(self.len.div_ceil(16))
+            let mut copy = AlignedBytes::zeroed(self.len)
                 .map_err(|_| AccessError::Read(format!("cannot allocate {} bytes", self.len)))?;
-            copy.resize(self.len.div_ceil(16), 0);
             // SAFETY:
-            // - the region is `len` readable bytes (see `memory`), the copy `len`
-            //   writable ones, and the two allocations are distinct.
-            unsafe {
-                core::ptr::copy_nonoverlapping(self.region(), copy.as_mut_ptr().cast(), self.len)
-            };
+            // - the region is `len` readable bytes, all the tensor's (see `memory`), the
+            //   copy `len` writable ones, and the two allocations are distinct.
+            unsafe { core::ptr::copy_nonoverlapping(self.region(), copy.as_mut_ptr(), self.len) };
             self.copy = Some(copy);
             // The producer's memory is no longer needed: its deleter runs now, once.
             drop(self.tensor.take());
         }
         let data: *mut u8 = match &mut self.copy {
-            Some(copy) => copy.as_mut_ptr().cast(),
+            Some(copy) => copy.as_mut_ptr(),
             None => self.region(),
         };
         // SAFETY:
         // - the copy holds `len` bytes owned by `self`; otherwise the tensor is
-        //   exclusive and writable (`writable`), so the producer's `len` bytes may be
-        //   written through this one `&mut` borrow of `self`;
+        //   exclusive and writable (`writable`), so the producer's `len` bytes, all of
+        //   them the tensor's, may be written through this one `&mut` borrow of `self`;
         // - `MaybeUninit<u8>` has no validity requirement.
         Ok(unsafe { core::slice::from_raw_parts_mut(data.cast(), self.len) })
     }
@@ -259,6 +273,9 @@ fn import(tensor: ManagedTensor) -> Result<FlexTensor> {
     }
     if plan.count == 0 {
         return Ok(FlexTensor::empty(Shape::from(dim), dtype));
+    }
+    if !Positions::new(&dim, &steps).is_dense() {
+        return copied(&tensor, dim, dtype);
     }
     // burn's layout: signed strides in elements from the lowest element.
     let strides: Vec<isize> = steps
@@ -302,6 +319,28 @@ fn import(tensor: ManagedTensor) -> Result<FlexTensor> {
     ))
 }
 
+/// A flex tensor over a C-order copy of `tensor`'s elements, read element by element
+/// (never the bytes between them); the producer's tensor is released when this returns.
+fn copied(tensor: &ManagedTensor, dim: Vec<usize>, dtype: DType) -> Result<FlexTensor> {
+    let copy = tensor.copy_c_order()?;
+    let len = copy.as_bytes().len();
+    let controller = Imported {
+        tensor: None,
+        delta: 0,
+        len,
+        align: dtype.size(),
+        writable: true,
+        copy: Some(copy),
+    };
+    // SAFETY: the controller's memory is the copy: `len` initialised bytes it owns.
+    let bytes = unsafe { Bytes::from_controller(Box::new(controller), len) };
+    Ok(FlexTensor::new(
+        bytes,
+        Layout::contiguous(Shape::from(dim)),
+        dtype,
+    ))
+}
+
 impl ToDLPack for FlexTensor {
     type Output = ManagedTensor;
 
@@ -319,9 +358,11 @@ impl ToDLPack for FlexTensor {
 impl FromDLPack for FlexTensor {
     type Input = ManagedTensor;
 
-    /// Views the tensor's memory without a copy, for any strided layout; burn copies it
-    /// on its first write unless the tensor is exclusive, writable and has no
-    /// overlapping elements.
+    /// Views the tensor's memory without a copy when its elements fill it without gaps
+    /// (any axis order, negative strides, broadcast and window axes); burn copies it on
+    /// its first write unless the tensor is exclusive, writable and has no overlapping
+    /// elements. A layout with gaps between its elements (a column of a matrix, every
+    /// other element) is copied element by element here.
     fn from_dlpack(tensor: ManagedTensor) -> Result<Self> {
         import(tensor)
     }

@@ -3,9 +3,9 @@
 //! code are called.
 
 use core::ffi::{CStr, c_void};
-use core::ptr::{self, NonNull};
+use core::ptr::NonNull;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods};
@@ -13,6 +13,9 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods};
 use crate::error::Error;
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION};
 use crate::tensor::{Abi, ManagedTensor, Raw, delete};
+
+use super::adopt::adopt;
+use super::state::{report_unraisable, with_exception_saved};
 
 /// Name of an unconsumed legacy capsule.
 const LEGACY: &CStr = c"dltensor";
@@ -169,154 +172,20 @@ unsafe fn release_unconsumed<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr) {
     });
 }
 
-/// Runs `f`, which releases a tensor whose deleter may run Python code, keeping the
-/// thread's exception state as it was: an exception in flight (capsules die during
-/// unwinding too) stays in flight, and one that `f` leaves set (a foreign deleter
-/// should not, but may) is reported as unraisable instead of surfacing in unrelated
-/// code.
-///
-/// It uses the C API rather than `PyErr::take`, which resumes a Rust panic when it
-/// takes a `PanicException`: a destructor cannot unwind.
-#[inline]
-fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
-    let _ = py;
-    // SAFETY: the thread is attached (`py`).
-    let saved = if unsafe { ffi::PyErr_Occurred() }.is_null() {
-        None
-    } else {
-        // SAFETY: the thread is attached.
-        Some(unsafe { SavedException::take() })
-    };
-    f();
-    // SAFETY: the thread is attached.
-    if !unsafe { ffi::PyErr_Occurred() }.is_null() {
-        // SAFETY: an exception is set, and the thread is attached; no object is given.
-        unsafe { ffi::PyErr_WriteUnraisable(ptr::null_mut()) };
-    }
-    if let Some(saved) = saved {
-        // SAFETY: the thread is attached, and no exception is set now.
-        unsafe { saved.restore() };
-    }
-}
-
-/// Releases a tensor imported from Python (see [`with_exception_saved`]). A thread that
-/// is not attached to the interpreter has no exception state to keep: the deleter runs
-/// as it is (and takes the GIL itself if it needs Python).
-#[cfg(not(Py_LIMITED_API))]
-#[inline]
-pub(crate) fn release_python_tensor(release: impl FnOnce()) {
-    // SAFETY: `Py_IsInitialized` may be called at any time, from any thread.
-    let running = unsafe { ffi::Py_IsInitialized() } != 0;
-    // SAFETY: `PyGILState_Check` may be called from any thread once the interpreter is
-    // initialized (checked first).
-    if running && unsafe { ffi::PyGILState_Check() } == 1 {
-        // SAFETY: this thread holds the GIL (checked just above).
-        with_exception_saved(unsafe { Python::assume_attached() }, release);
-    } else {
-        release();
-    }
-}
-
-/// Releases a tensor imported from Python (see [`with_exception_saved`]). The stable ABI
-/// has no `PyGILState_Check`: the deleter runs attached to the interpreter if it still
-/// runs (it takes the GIL anyway), as it is otherwise.
-#[cfg(Py_LIMITED_API)]
-pub(crate) fn release_python_tensor(release: impl FnOnce()) {
-    let mut release = Some(release);
-    Python::try_attach(|py| {
-        if let Some(release) = release.take() {
-            with_exception_saved(py, release);
-        }
-    });
-    if let Some(release) = release {
-        release();
-    }
-}
-
-/// Reports `message` as an unraisable `RuntimeError` (printed by `sys.unraisablehook`).
-fn report_unraisable(py: Python<'_>, message: String) {
-    PyRuntimeError::new_err(message).write_unraisable(py, None);
-}
-
-/// The exception state of the thread, taken out of it.
-struct SavedException {
-    #[cfg(Py_3_12)]
-    exception: *mut ffi::PyObject,
-    #[cfg(not(Py_3_12))]
-    parts: [*mut ffi::PyObject; 3],
-}
-
-impl SavedException {
-    /// Takes the exception in flight, if any, leaving none set.
-    ///
-    /// # Safety
-    ///
-    /// - the thread is attached.
-    unsafe fn take() -> Self {
-        #[cfg(Py_3_12)]
-        {
-            Self {
-                // SAFETY: the thread is attached; a new reference or NULL.
-                exception: unsafe { ffi::PyErr_GetRaisedException() },
-            }
-        }
-        #[cfg(not(Py_3_12))]
-        {
-            let mut parts = [ptr::null_mut(); 3];
-            let [ty, value, traceback] = &mut parts;
-            // SAFETY: three writable out-pointers; the thread is attached.
-            unsafe { ffi::PyErr_Fetch(ty, value, traceback) };
-            Self { parts }
-        }
-    }
-
-    /// Sets the saved exception again (nothing if there was none).
-    ///
-    /// # Safety
-    ///
-    /// - the thread is attached and no exception is set.
-    unsafe fn restore(self) {
-        #[cfg(Py_3_12)]
-        // SAFETY: takes back the reference `take` returned (NULL sets nothing).
-        unsafe {
-            ffi::PyErr_SetRaisedException(self.exception)
-        };
-        #[cfg(not(Py_3_12))]
-        {
-            let [ty, value, traceback] = self.parts;
-            // SAFETY: takes back the references `PyErr_Fetch` returned.
-            #[allow(deprecated)]
-            unsafe {
-                ffi::PyErr_Restore(ty, value, traceback)
-            };
-        }
-    }
-}
-
-/// Takes ownership of the tensor in a DLPack capsule, renaming it `used_*`.
-///
-/// The tensor is shared (see "Import safety" in the crate documentation) unless its
-/// producer flagged it `IS_COPIED`; its deleter runs with the interpreter's exception
-/// state kept intact, whoever drops it.
+/// Takes ownership of the tensor in a DLPack capsule, renaming it `used_*`, and adopts
+/// it by the one import policy ([`adopt`]).
 pub(super) fn consume(capsule: &Bound<'_, PyCapsule>) -> PyResult<ManagedTensor> {
-    // One consumer at a time, with or without a GIL (free-threaded Python): the name is
-    // checked and changed under the capsule's lock, and no Python code runs meanwhile.
+    // One consumer at a time among those that take the capsule's lock (this crate, and
+    // on builds with a GIL every consumer): the name is checked and changed under the
+    // lock, and no Python code runs meanwhile.
     let raw =
         pyo3::sync::critical_section::with_critical_section(capsule.as_any(), || take(capsule))?;
     // SAFETY:
     // - the capsule held the tensor and is now renamed, so its destructor will not call
-    //   the deleter: ownership passed to us, and the handle calls the deleter once, on
-    //   a failed check below or when it drops;
-    // - the DLPack protocol makes the producer promise what `from_raw` requires (valid
-    //   header, shape, strides and data, a deleter callable from any thread), except
-    //   that nobody else uses the data: the handle is marked shared before any view
-    //   can be made, unless the producer copied the data for this consumer alone.
-    let tensor = unsafe { ManagedTensor::adopt(raw) }.into_python().check()?;
-    Ok(if tensor.is_copied() {
-        tensor
-    } else {
-        tensor.into_shared()
-    })
+    //   the deleter: ownership passed to us;
+    // - by the DLPack protocol, the producer of a capsule of that name promises what
+    //   `adopt` requires.
+    unsafe { adopt(raw) }
 }
 
 /// Checks that `capsule` holds an unconsumed DLPack tensor of major version 1 and

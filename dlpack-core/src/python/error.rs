@@ -21,6 +21,8 @@ impl From<Error> for PyErr {
             Error::UnsupportedDevice { .. }
             | Error::UnsupportedVersion { .. }
             | Error::UnsupportedLanes { .. }
+            | Error::UnsupportedDtype { .. }
+            | Error::PackedLayout { .. }
             | Error::ReadOnlyLegacy
             | Error::Framework { .. }
             | Error::NullPointer { .. }

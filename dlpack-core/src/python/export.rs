@@ -277,7 +277,8 @@ fn header<M: Abi>(
 }
 
 /// A copy of a CPU-accessible tensor into a fresh C-order buffer (a versioned tensor,
-/// writable, on the CPU).
+/// writable, on the CPU): an ndarray of its element type where Rust has one (`bool`
+/// checked), its bytes otherwise (float8, float6, float4, ...).
 fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
     fn copy<A: Element>(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
         let view = tensor.as_array::<A, IxDyn>()?;
@@ -292,9 +293,23 @@ fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
         };
     }
     crate::for_each_element!(dispatch);
-    Err(unsupported_dtype(dtype))
-}
-
-fn unsupported_dtype(dtype: DataType) -> PyErr {
-    buffer_error(format!("unsupported dtype {dtype}: cannot copy it"))
+    let bytes = tensor.copy_c_order()?;
+    // SAFETY:
+    // - the buffer holds the tensor's elements in C order (`ceil(elements * bits / 8)`
+    //   bytes, packed below a byte), 16-byte aligned, kept alive and unmoved by the
+    //   owner (heap memory); the shape is the tensor's and the strides C-contiguous;
+    // - nobody else reaches the copy: exclusive and writable;
+    // - the elements are bit copies of the tensor's, of the same dtype (not `bool`,
+    //   which has an `Element` and was copied above).
+    Ok(unsafe {
+        ManagedTensor::from_owner(
+            bytes,
+            |bytes| bytes.as_mut_ptr().cast(),
+            tensor.shape(),
+            None,
+            dtype,
+            Device::CPU,
+            0,
+        )
+    }?)
 }

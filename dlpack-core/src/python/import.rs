@@ -18,6 +18,7 @@ use crate::tensor_batch::TensorBatch;
 
 #[cfg(doc)]
 use super::Tensor;
+use super::c_api::{self, Imported};
 use super::capsule::consume;
 use super::error::{buffer_error, type_name};
 
@@ -56,9 +57,12 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ImportOptions {
-    /// `Some(true)` asks for a copy, which is then the caller's alone (an exclusive
-    /// tensor, which gives mutable views); `Some(false)` forbids one (the producer
-    /// raises `BufferError` if it would need one); `None` lets the producer decide.
+    /// `Some(true)` asks for a copy; the tensor is exclusive (mutable views) when the
+    /// copy is known to be the caller's alone: flagged `IS_COPIED` by its producer
+    /// (NumPy, this crate), or made by exactly a `torch.Tensor`'s own `__dlpack__`.
+    /// Any other producer's answer stays shared, since a producer (or a wrapper of
+    /// one) may ignore the keyword. `Some(false)` forbids a copy (the producer raises
+    /// `BufferError` if it would need one); `None` lets the producer decide.
     pub copy: Option<bool>,
     /// The device the data must be on (`dl_device`): passed only when it is not where
     /// the data already is (which `__dlpack_device__` says), and checked on the
@@ -118,7 +122,8 @@ impl ImportOptions {
 /// use dlpack_core::python::{ImportOptions, from_dlpack_with};
 /// use pyo3::prelude::*;
 ///
-/// /// A CPU copy of any tensor (a CUDA one included): writable, the caller's alone.
+/// /// A CPU copy of any tensor (a CUDA one included), the caller's alone when its
+/// producer says so (see [`ImportOptions::copy`]).
 /// fn host_copy(obj: &Bound<'_, PyAny>) -> PyResult<dlpack_core::ManagedTensor> {
 ///     from_dlpack_with(obj, ImportOptions::new().device(Device::CPU).copy(true))
 /// }
@@ -129,10 +134,15 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         return consume(capsule);
     }
     let plain = options == ImportOptions::new();
+    // The producer type's C functions, when it has them: no Python call at all. An
+    // entry that refuses the object leaves the answer to `__dlpack__`, so that a
+    // failure is the protocol's own exception whatever the path.
+    let mut refused = None;
     if plain {
-        // The producer type's C functions, when it has them: no Python call at all.
-        if let Some(tensor) = super::exchange::import(obj)? {
-            return Ok(tensor);
+        match c_api::import(obj)? {
+            Imported::Tensor(tensor) => return Ok(tensor),
+            Imported::NoTable => {}
+            Imported::Refused(err) => refused = Some(err),
         }
     }
     let capsule = match request(obj, options) {
@@ -142,6 +152,9 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         Err(err) if err.is_instance_of::<PyAttributeError>(py) => {
             if obj.hasattr(intern!(py, "__dlpack__"))? {
                 return Err(err);
+            }
+            if let Some(refused) = refused {
+                return Err(refused);
             }
             return Err(PyTypeError::new_err(format!(
                 "expected an object with __dlpack__ or a DLPack capsule, got {}",
@@ -165,13 +178,31 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             tensor.device()
         )));
     }
-    if options.copy == Some(true) {
-        // SAFETY: asked for `copy=True`, the producer must copy (the array API
-        // standard), so nothing else reaches the data; PyTorch does not flag the copy
-        // `IS_COPIED`, so the request is what proves it.
+    if options.copy == Some(true) && !tensor.is_exclusive() && copies_when_asked(obj)? {
+        // SAFETY: asked for `copy=True`, a PyTorch tensor's own `__dlpack__` copies
+        // (`clone()`), so nothing else reaches the data; it does not flag the copy
+        // `IS_COPIED` (producers that do are exclusive already).
         unsafe { tensor.assume_exclusive() };
     }
     Ok(tensor)
+}
+
+/// Whether `obj`'s `__dlpack__` is known to copy when asked for `copy=True` without
+/// saying so with `IS_COPIED`: exactly a `torch.Tensor` (not a subclass, whose
+/// `__dlpack__` may be anyone's), when PyTorch is loaded. Every other producer's
+/// `copy=True` is trusted only as far as its header's `IS_COPIED` flag.
+fn copies_when_asked(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    let modules = py
+        .import(intern!(py, "sys"))?
+        .getattr(intern!(py, "modules"))?;
+    let Ok(torch) = modules.get_item(intern!(py, "torch")) else {
+        return Ok(false);
+    };
+    let Ok(tensor_type) = torch.getattr(intern!(py, "Tensor")) else {
+        return Ok(false);
+    };
+    Ok(obj.get_type().is(&tensor_type))
 }
 
 /// `obj.__dlpack__(max_version=(1, 3), ...)` with the keywords `options` calls for.

@@ -106,21 +106,36 @@
 //! # Soundness of imports
 //!
 //! Imports follow the crate's one rule (see "Import safety" in the
-//! [crate documentation](crate#import-safety)): a tensor imported from Python is
-//! *shared*, since the producer keeps its own handle (the NumPy array, the torch
-//! tensor, a [`Tensor`] exported twice), so it gives read-only views only and
-//! `as_array_mut` is an [`Error::NotExclusive`]. An import of a copy
-//! ([`from_dlpack_with`] with [`ImportOptions::copy`] `true`, or a tensor its producer flagged
-//! `IS_COPIED`) is exclusive. Like every DLPack consumer, an import trusts the
-//! protocol: a capsule named `dltensor_versioned` or `dltensor` must hold a valid
-//! managed tensor whose memory stays valid until its deleter runs; the header is
-//! checked, and views check layout, dtype and device.
+//! [crate documentation](crate#import-safety)), through one function that every path
+//! calls (a capsule, a producer's C exchange table, our table's "to object" entry): a
+//! tensor imported from Python is *shared*, since the producer keeps its own handle
+//! (the NumPy array, the torch tensor, a [`Tensor`] exported twice), so it gives
+//! read-only views only and `as_array_mut` is an [`Error::NotExclusive`]. It is
+//! exclusive only when its producer flagged it `IS_COPIED`, when it comes from our own
+//! table's allocator, or for [`from_dlpack_with`] with [`ImportOptions::copy`] `true`
+//! of exactly a `torch.Tensor` (whose `__dlpack__` clones without flagging it). Like
+//! every DLPack consumer, an import trusts the protocol: a capsule named
+//! `dltensor_versioned` or `dltensor` (or a table's entry) must hold a valid managed
+//! tensor whose memory stays valid until its deleter runs; the header is checked, and
+//! views check layout, dtype and device.
 //!
-//! Capsules are consumed under the capsule's lock (a critical section, for
-//! free-threaded Python), so one capsule imported from several threads at once goes to
-//! exactly one of them. A foreign deleter may run Python code: dropping a tensor
-//! imported from Python keeps the interpreter's exception state as it was, and an
-//! exception that a deleter leaves set is reported as unraisable.
+//! Capsules are consumed under the capsule's lock (a critical section), so one capsule
+//! imported by this crate from several threads at once goes to exactly one of them. On
+//! a build with a GIL that excludes every other consumer too; on a free-threaded build
+//! it excludes only consumers that take the same lock (not, say, PyTorch's own
+//! `from_dlpack`): do not hand one capsule to two consumers at once.
+//!
+//! A foreign deleter may run Python code: dropping a tensor imported from Python on a
+//! thread attached to the interpreter keeps the interpreter's exception state as it
+//! was, and an exception that a deleter leaves set is reported as unraisable. On a
+//! thread that is not attached (whether this is so is read from the thread's own
+//! state, which stays right with subinterpreters), the deleter runs as it is and takes
+//! the GIL itself if it needs Python, as NumPy's and PyTorch's do. Our own headers'
+//! deleters never touch Python. Under the stable ABI that state is read through a
+//! function CPython exports but the stable ABI does not declare, found at run time on
+//! Unix; where it cannot be found, dropping attaches to the interpreter, so a thread
+//! that drops a foreign import while another holds the GIL and waits for it blocks (as
+//! it would in NumPy's own deleter).
 //!
 //! # The DLPack C exchange API
 //!
@@ -128,16 +143,26 @@
 //! `type(obj).__dlpack_c_exchange_api__` (a capsule named `"dlpack_exchange_api"`).
 //!
 //! - **Import.** [`from_dlpack`] (and `extract`) looks the table up once per type (a
-//!   small cache that holds the type and the capsule, so an entry never outlives
-//!   either), walks its `prev_api` chain to major version 1, and takes the tensor with
-//!   one call of `managed_tensor_from_py_object_no_sync`. A type without a usable table
-//!   (no attribute, another object, another name, another major version, a NULL entry)
-//!   is imported by `__dlpack__`, as is a tensor on a device the CPU cannot reach (the
-//!   table's calls never synchronise streams; `__dlpack__` does). A failing entry is
-//!   its exception, or a `SystemError` if it set none; an entry that succeeds with an
-//!   exception set, or with no tensor, is an error too, and a tensor it handed over is
-//!   deleted once. [`from_dlpack_with`] with options always calls `__dlpack__`, whose
-//!   keywords carry them.
+//!   small cache that holds the type and the capsule; an import in progress holds the
+//!   capsule too, so an entry evicted by another thread meanwhile stays alive), walks
+//!   its `prev_api` chain to major version 1, and takes the tensor with one call of
+//!   `managed_tensor_from_py_object_no_sync`. The table counts only where the standard
+//!   ties it to the type: in the own `__dict__` of a type of `type(obj).__mro__`, read
+//!   through `type`'s own descriptors (no metaclass `__getattr__` or property runs). An
+//!   error of that look-up (a `KeyboardInterrupt`, a `MemoryError`) is raised, not
+//!   cached. A type without a usable table (none, another object, another name,
+//!   another major version, a NULL entry) is imported by `__dlpack__`, as is a tensor
+//!   anywhere but in ordinary host memory (the table's calls never synchronise
+//!   streams, and pinned or managed memory may still be written by a device;
+//!   `__dlpack__` synchronises). An entry that refuses the object (-1) leaves the
+//!   answer to `__dlpack__`, so that a failure is the protocol's own exception whatever
+//!   the path (its own exception, or a `SystemError` if it set none, when the object
+//!   has no `__dlpack__`; a `KeyboardInterrupt` or another exception that is not an
+//!   `Exception` is raised at once). An entry that succeeds with an exception set, or
+//!   with no tensor, is an error. Every tensor an entry hands over, on success or not,
+//!   is released exactly once, a `PanicException` it left set included (resumed as a
+//!   panic after the tensor is owned). [`from_dlpack_with`] with options always calls
+//!   `__dlpack__`, whose keywords carry them.
 //! - **Why not the borrowing entry.** `dltensor_from_py_object_no_sync` fills a
 //!   `DLTensor` that is valid "until control returns to Python", with no owner and no
 //!   deleter. A safe Rust view cannot be held to that: the code that holds it may run
@@ -148,9 +173,12 @@
 //! - **Export.** [`Tensor`]'s table answers `managed_tensor_from_py_object_no_sync`
 //!   (a new versioned header over the data, as `__dlpack__(max_version=(1, 3))`
 //!   gives), `dltensor_from_py_object_no_sync` (the tensor's own description, which
-//!   lives as long as the object), `managed_tensor_to_py_object_no_sync` (a `Tensor`
-//!   that takes the tensor over), `managed_tensor_allocator` (a zeroed, C-order CPU
-//!   tensor whose deleter frees it once; errors go to the caller's `SetError`) and
+//!   lives as long as the object; a `READ_ONLY` tensor is refused with `BufferError`,
+//!   since a `DLTensor` has no flags, and strides are always given, C-contiguous ones
+//!   kept by the object when the producer gave none), `managed_tensor_to_py_object_no_sync`
+//!   (a `Tensor` that takes the tensor over, by the one import policy: shared unless
+//!   `IS_COPIED` or from our allocator), `managed_tensor_allocator` (a zeroed, C-order
+//!   CPU tensor whose deleter frees it once; errors go to the caller's `SetError`) and
 //!   `current_work_stream` (NULL: this crate launches no device work). Every entry
 //!   catches panics and reports errors as the standard says (a Python exception and
 //!   -1); none of them unwinds into C.
@@ -162,22 +190,28 @@
 //! - `fastcall`: `Tensor.__dlpack__` as a vectorcall method (where the ABI has it);
 //! - `export`: what a `__dlpack__` call asks for, and the header it gets;
 //! - `capsule`: capsule names, creation, destruction and consumption;
-//! - `exchange`: the DLPack C exchange API, read on import and published by [`Tensor`];
-//! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches.
+//! - `adopt`: the one import policy, which every import path calls;
+//! - `c_api`: the DLPack C exchange API, `consumer` (imports through a producer's
+//!   table) and `producer` (the table of [`Tensor`]);
+//! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches;
+//! - `state`: the interpreter's state around foreign deleters (attached or not, the
+//!   exception in flight, unraisable reports), a leaf.
 
+mod adopt;
+mod c_api;
 mod capsule;
 mod error;
-mod exchange;
 mod export;
 #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 mod fastcall;
 mod import;
+mod state;
 mod tensor;
 
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
 pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
 
-pub(crate) use capsule::release_python_tensor;
+pub(crate) use state::release_python_tensor;
 
 #[cfg(doc)]
 use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};

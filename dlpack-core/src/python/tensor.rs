@@ -1,7 +1,7 @@
 //! The [`Tensor`] class: a [`ManagedTensor`] as a Python object with `__dlpack__`, and
 //! [`ManagedTensor`] / [`TensorBatch`] into Python.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -36,6 +36,9 @@ use crate::tensor_batch::TensorBatch;
 #[pyclass(frozen, name = "Tensor")]
 pub struct Tensor {
     tensor: Arc<ManagedTensor>,
+    /// C-contiguous strides, made when a C consumer borrows the description of a
+    /// tensor whose producer gave none (DLPack 1.2 and later require strides).
+    c_strides: OnceLock<Box<[i64]>>,
 }
 
 impl Tensor {
@@ -43,7 +46,25 @@ impl Tensor {
     pub fn new(tensor: ManagedTensor) -> Self {
         Self {
             tensor: Arc::new(tensor),
+            c_strides: OnceLock::new(),
         }
+    }
+
+    /// The tensor's C-contiguous strides, made once and kept as long as the object.
+    pub(super) fn c_strides(&self) -> PyResult<&[i64]> {
+        if let Some(strides) = self.c_strides.get() {
+            return Ok(strides);
+        }
+        let shape = self.tensor.shape();
+        let mut strides = Vec::new();
+        strides.try_reserve_exact(shape.len()).map_err(|_| {
+            crate::error::Error::AllocationFailed {
+                bytes: shape.len().saturating_mul(8),
+            }
+        })?;
+        strides.resize(shape.len(), 0);
+        crate::layout::c_strides(shape, &mut strides);
+        Ok(self.c_strides.get_or_init(|| strides.into_boxed_slice()))
     }
 
     /// The tensor.
@@ -125,7 +146,7 @@ impl Tensor {
     #[classattr]
     #[pyo3(name = "__dlpack_c_exchange_api__")]
     fn dlpack_c_exchange_api(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        super::exchange::table_capsule(py)
+        super::c_api::table_capsule(py)
     }
 
     /// NumPy's conversion protocol (`np.asarray(t)`, `np.array(t)`, and whatever

@@ -5,10 +5,14 @@
 //! - `header`: the single-allocation header of every tensor this crate makes, and how
 //!   it is recognised;
 //! - `producer`: `from_buffer` and `from_owner`, for users' own containers;
+//! - `bytes`: a tensor's bytes in C order, as runs of its memory, for copies and
+//!   writers of any element type;
 //! - `adapter`: a tensor of one ABI wrapped in a header of the other.
 
 mod abi;
 mod adapter;
+#[cfg_attr(not(any(feature = "pyo3", feature = "burn")), allow(dead_code))]
+mod bytes;
 mod header;
 mod producer;
 
@@ -27,6 +31,8 @@ use crate::layout;
 
 pub(crate) use abi::{Abi, Raw, delete, with_abi};
 use adapter::{Adapter, wrap};
+#[cfg(any(feature = "pyo3", feature = "burn"))]
+pub(crate) use bytes::AlignedBytes;
 pub(crate) use header::{Desc, build};
 
 /// An owned DLPack tensor: the one handle through which this crate holds a

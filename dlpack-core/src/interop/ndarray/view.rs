@@ -24,8 +24,10 @@ impl ManagedTensor {
     ///
     /// For `A = bool` every byte the tensor holds is read once to check it is 0 or 1:
     /// any other byte in a `bool` is undefined behaviour in Rust. That makes a `bool`
-    /// view O(distinct bytes) (a broadcast axis counts once, however long); every other
-    /// type is O(ndim).
+    /// view O(bytes between its lowest and highest element), whatever its shape says (a
+    /// broadcast axis counts once, however long; overlapping windows cost their span,
+    /// plus a bitset of span / 8 bytes while the check runs); every other type is
+    /// O(ndim).
     ///
     /// ```
     /// use dlpack_core::ToDLPack;
@@ -128,6 +130,7 @@ impl ManagedTensor {
             strides,
             given: self.strides(),
             empty: plan.count == 0,
+            span: plan.span,
         };
         if A::CHECK_BYTES && !validated.empty {
             validated.check_bool_bytes()?;
@@ -145,17 +148,19 @@ pub(super) struct Validated<'a, A, D> {
     strides: D,
     given: Option<&'a [i64]>,
     empty: bool,
+    /// Elements from the lowest to the highest address, plus one (`Plan::span`).
+    span: usize,
 }
 
 impl<A, D: Dimension> Validated<'_, A, D> {
     /// Checks that every byte of a non-empty tensor of one-byte elements is 0 or 1,
-    /// reading each distinct byte once.
+    /// reading each distinct byte once, in O(span) time (see [`Positions`]).
     fn check_bool_bytes(&self) -> Result<()> {
         debug_assert_eq!(size_of::<A>(), 1);
         let base = self.ptr.cast::<u8>().cast_const();
         let mut bad = 0;
         let positions = Positions::new(self.dim.slice(), self.strides.slice());
-        let found = positions.find(self.dim.ndim(), |offset| {
+        let found = positions.find(self.dim.ndim(), self.span, |offset| {
             // SAFETY: `offset` is the element offset, from the lowest address, of an
             // element of the validated tensor: within its span, which `plan` bounded and
             // the producer guarantees is one allocation.
@@ -166,7 +171,7 @@ impl<A, D: Dimension> Validated<'_, A, D> {
             let byte = unsafe { element.read() };
             bad = byte;
             byte > 1
-        });
+        })?;
         let Some(position) = found else {
             return Ok(());
         };

@@ -1,29 +1,13 @@
-//! The DLPack C exchange API (DLPack 1.3): a table of C functions that a Python type
-//! publishes as `type(obj).__dlpack_c_exchange_api__`, a capsule named
-//! `"dlpack_exchange_api"`.
-//!
-//! - Consumer: [`import`] reads a producer's table (PyTorch 2.10+ has one) and takes an
-//!   owned tensor with one C call instead of a `__dlpack__` call and a capsule. Tables
-//!   are cached per type, with a strong reference to the type and the capsule, so an
-//!   entry never outlives either.
-//! - Producer: [`table_capsule`] is our [`Tensor`]'s own table, so that C-level
-//!   consumers import ours without a Python call.
-//!
-//! Only the owning entry is used on import. The borrowing entry
-//! (`dltensor_from_py_object_no_sync`) describes memory that stays valid "until control
-//! returns to Python", which safe Rust cannot hold a caller to (any code can attach to
-//! or detach from the interpreter, and free-threaded Python has no such moment), so a
-//! view from it could outlive the memory; the owned path costs one small header more.
+//! The producer's side of the DLPack C exchange API: our [`Tensor`]'s table, with all
+//! five entries.
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, PoisonError};
 
 use pyo3::exceptions::{PyBufferError, PySystemError};
+use pyo3::ffi as pyffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyType};
-use pyo3::{ffi as pyffi, intern};
 
 use crate::device::Device;
 use crate::dtype::DataType;
@@ -34,200 +18,12 @@ use crate::ffi::{
     DLPackVersion, DLTensor,
 };
 use crate::layout;
-use crate::tensor::ManagedTensor;
+use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
 
-use super::error::type_name;
-use super::export::versioned_header;
-use super::tensor::Tensor;
-
-// ----------------------------------------------------------------------------------
-// Consumer
-// ----------------------------------------------------------------------------------
-
-/// A producer's table of major version 1.
-#[derive(Clone, Copy)]
-struct Table(NonNull<DLPackExchangeAPI>);
-
-// SAFETY:
-// - the table is read-only data and functions that the standard makes callable from any
-//   thread attached to the interpreter, and it lives as long as the process (a cache
-//   entry also keeps its capsule alive).
-unsafe impl Send for Table {}
-// SAFETY: as above: nothing in it is written after it is published.
-unsafe impl Sync for Table {}
-
-/// One type seen on import: its table, or `None` when it has none we can use.
-struct Entry {
-    ty: Py<PyType>,
-    table: Option<Table>,
-    _capsule: Option<Py<PyAny>>,
-}
-
-/// How many types the cache remembers (the oldest is forgotten first).
-const CACHE_SIZE: usize = 8;
-
-static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-
-fn cache() -> std::sync::MutexGuard<'static, Vec<Entry>> {
-    // A panic while holding the lock cannot leave the vector half-updated.
-    CACHE.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The table of `obj`'s type, looked up once per type.
-fn table_of(obj: &Bound<'_, PyAny>) -> Option<Table> {
-    if obj.is_exact_instance_of::<Tensor>() {
-        // Ours (a final class): the static itself, whatever anyone did to the capsule.
-        return Some(Table(NonNull::from(&TABLE.0)));
-    }
-    let ty = obj.get_type();
-    if let Some(entry) = cache().iter().find(|e| e.ty.as_ptr() == ty.as_ptr()) {
-        return entry.table;
-    }
-    // Python code may run here (a metaclass `__getattr__`): not under the lock.
-    let (table, capsule) = find_table(&ty);
-    let evicted = {
-        let mut cache = cache();
-        if cache.iter().any(|e| e.ty.as_ptr() == ty.as_ptr()) {
-            None
-        } else {
-            let evicted = (cache.len() == CACHE_SIZE).then(|| cache.remove(0));
-            cache.push(Entry {
-                ty: ty.clone().unbind(),
-                table,
-                _capsule: capsule,
-            });
-            evicted
-        }
-    };
-    // Dropping a type may run Python code (weak reference callbacks): after the lock.
-    drop(evicted);
-    table
-}
-
-/// Reads `ty.__dlpack_c_exchange_api__`: a capsule of the right name holding a table
-/// whose chain has a major version 1 with the owning entry. Anything else (no
-/// attribute, an attribute that raises, another object, another version) means "use
-/// `__dlpack__`".
-fn find_table(ty: &Bound<'_, PyType>) -> (Option<Table>, Option<Py<PyAny>>) {
-    let py = ty.py();
-    let Ok(attr) = ty.getattr(intern!(py, "__dlpack_c_exchange_api__")) else {
-        return (None, None);
-    };
-    let Ok(capsule) = attr.cast::<PyCapsule>() else {
-        return (None, None);
-    };
-    let name = Some(DLPACK_EXCHANGE_API_CAPSULE_NAME);
-    if !capsule.is_valid_checked(name) {
-        return (None, None);
-    }
-    let Ok(pointer) = capsule.pointer_checked(name) else {
-        return (None, None);
-    };
-    let mut header = pointer.cast::<DLPackExchangeAPIHeader>();
-    // A chain of tables, newest first; a few links at most in practice.
-    for _ in 0..16 {
-        if !header.is_aligned() {
-            return (None, None);
-        }
-        // SAFETY:
-        // - a capsule named `dlpack_exchange_api` holds a table that lives as long as the
-        //   process (the standard), starting with its header, as does every `prev_api`
-        //   of the chain (checked non-null and aligned);
-        // - the header is the part of the struct every version keeps.
-        let head = unsafe { header.as_ref() };
-        if head.version.major == DLPACK_MAJOR_VERSION {
-            let table = header.cast::<DLPackExchangeAPI>();
-            // SAFETY: a table of major version 1 is a whole `DLPackExchangeAPI`.
-            let owning = unsafe { table.as_ref() }.managed_tensor_from_py_object_no_sync;
-            let table = owning.map(|_| Table(table));
-            return (table, Some(capsule.clone().into_any().unbind()));
-        }
-        match NonNull::new(head.prev_api) {
-            Some(prev) => header = prev,
-            None => break,
-        }
-    }
-    (None, None)
-}
-
-/// Imports `obj` through its type's C exchange API: `Ok(None)` when the type has none
-/// (or the tensor is on a device, whose stream handling only `__dlpack__` has), and the
-/// caller falls back to `__dlpack__`.
-///
-/// The tensor gets what a capsule import gets: the version and header checks of
-/// `from_raw`, shared unless flagged `IS_COPIED`, and a deleter that keeps the
-/// interpreter's exception state; its deleter runs exactly once on every path.
-pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensor>> {
-    let Some(table) = table_of(obj) else {
-        return Ok(None);
-    };
-    let py = obj.py();
-    // SAFETY: a cached table lives as long as the process.
-    let Some(from_object) = (unsafe { table.0.as_ref() }).managed_tensor_from_py_object_no_sync
-    else {
-        return Ok(None);
-    };
-    let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
-    // SAFETY:
-    // - `from_object` is the table's owning entry, called as the standard says: a live
-    //   object whose type (or a base of it) published the table, and a writable
-    //   out-pointer, from an attached thread;
-    // - the standard forbids it to let a C++ exception out.
-    let status = unsafe { from_object(obj.as_ptr().cast(), &mut out) };
-    let raised = PyErr::take(py);
-    if status != 0 {
-        return Err(raised.unwrap_or_else(|| {
-            PySystemError::new_err(format!(
-                "the DLPack C exchange API of {} failed without setting an exception",
-                type_name(obj)
-            ))
-        }));
-    }
-    if out.is_null() {
-        return Err(raised.unwrap_or_else(|| {
-            PyBufferError::new_err(format!(
-                "the DLPack C exchange API of {} returned no tensor",
-                type_name(obj)
-            ))
-        }));
-    }
-    if !out.is_aligned() {
-        // Not even the deleter can be read safely: the tensor is left to its producer.
-        return Err(Error::Misaligned {
-            what: "managed tensor",
-            address: out as usize,
-            align: align_of::<DLManagedTensorVersioned>(),
-        }
-        .into());
-    }
-    // SAFETY:
-    // - success hands us the ownership of a versioned header (checked non-null and
-    //   aligned), which the handle releases once, on a failed check or when it drops;
-    // - the standard makes the producer promise what `from_raw` requires (valid header,
-    //   shape, strides and data, a deleter callable from any thread), except that
-    //   nobody else uses the data: the handle is marked shared below before any view
-    //   can be made, unless the producer copied the data for this consumer alone.
-    let tensor = unsafe { ManagedTensor::from_raw(out) }?.into_python();
-    if let Some(err) = raised {
-        // Success with an exception set is a broken producer: the tensor goes back.
-        drop(tensor);
-        return Err(err);
-    }
-    if !tensor.device().is_cpu_accessible() {
-        // "NoSync": nothing waited for the producer's stream. `__dlpack__` does.
-        drop(tensor);
-        return Ok(None);
-    }
-    Ok(Some(if tensor.is_copied() {
-        tensor
-    } else {
-        tensor.into_shared()
-    }))
-}
-
-// ----------------------------------------------------------------------------------
-// Producer
-// ----------------------------------------------------------------------------------
+use super::super::adopt::{Allocation, adopt};
+use super::super::error::type_name;
+use super::super::export::versioned_header;
+use super::super::tensor::Tensor;
 
 /// Our table, immutable and alive as long as the process.
 struct OwnTable(DLPackExchangeAPI);
@@ -250,8 +46,13 @@ static TABLE: OwnTable = OwnTable(DLPackExchangeAPI {
     current_work_stream: Some(current_work_stream),
 });
 
+/// Our table, for imports of our own [`Tensor`] (whatever anyone did to its capsule).
+pub(super) fn own_table() -> NonNull<DLPackExchangeAPI> {
+    NonNull::from(&TABLE.0)
+}
+
 /// `Tensor.__dlpack_c_exchange_api__`: a capsule over our table (which it does not own).
-pub(super) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let table = ptr::from_ref(&TABLE.0).cast_mut().cast::<c_void>();
     // SAFETY:
     // - `table` is a non-null pointer to a static that lives as long as the process, and
@@ -308,13 +109,30 @@ unsafe extern "C" fn from_object(
 
 /// `dltensor_from_py_object_no_sync`: a description of a [`Tensor`]'s data, borrowed
 /// from its header, which lives as long as the object.
+///
+/// A `DLTensor` has no flags, so a consumer may write what it describes: a `READ_ONLY`
+/// tensor is refused (`BufferError`), as a legacy capsule of it would be without a
+/// copy. Strides are always given, as DLPack 1.2 and later require: a tensor whose
+/// producer gave none gets C-contiguous strides kept by the object.
 unsafe extern "C" fn borrow_object(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
     let body = |py: Python<'_>| {
         // SAFETY: the caller's object and out-pointer (the standard's convention).
-        let tensor = unsafe { tensor_arg(py, py_object) }?;
+        let object = unsafe { tensor_arg(py, py_object) }?;
         // SAFETY: as above.
         let out = unsafe { out_arg(out) }?;
-        *out = *tensor.get().tensor().dl_tensor();
+        let object = object.get();
+        let tensor = object.tensor();
+        if tensor.is_read_only() {
+            return Err(PyBufferError::new_err(
+                "a read-only tensor cannot be described by a DLTensor, which has no flags: \
+                 import it with managed_tensor_from_py_object_no_sync",
+            ));
+        }
+        let mut description = *tensor.dl_tensor();
+        if description.strides.is_null() && description.ndim > 0 {
+            description.strides = object.c_strides()?.as_ptr().cast_mut();
+        }
+        *out = description;
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
@@ -327,11 +145,24 @@ unsafe extern "C" fn to_object(
     out_py_object: *mut *mut c_void,
 ) -> c_int {
     let body = |py: Python<'_>| {
-        // (The caller may be a Python extension whose deleter runs Python code.)
-        // SAFETY: the standard hands over the ownership of a valid versioned tensor
-        // ("the tensor is stolen"), with what `from_raw` requires; on error its
-        // deleter has run.
-        let tensor = unsafe { ManagedTensor::from_raw(tensor) }?.into_python();
+        let tensor = NonNull::new(tensor).ok_or_else(|| PySystemError::new_err("NULL tensor"))?;
+        if !tensor.is_aligned() {
+            return Err(Error::Misaligned {
+                what: "managed tensor",
+                address: tensor.as_ptr() as usize,
+                align: align_of::<DLManagedTensorVersioned>(),
+            }
+            .into());
+        }
+        // SAFETY:
+        // - the standard hands over the ownership of a versioned tensor ("the tensor is
+        //   stolen"), with what the protocol promises a consumer, which `adopt`
+        //   requires; on error its deleter has run;
+        // - like every import it is shared (the tensor may come from a producer that
+        //   keeps its own handle: a NumPy export, `toDLPack`, a kernel's output over
+        //   its input), unless its producer flagged it `IS_COPIED` or it comes from
+        //   our own allocator.
+        let tensor = unsafe { adopt(Raw::Versioned(tensor)) }?;
         // SAFETY: the caller's out-pointer (the standard's convention).
         let out = unsafe { out_arg(out_py_object) }?;
         *out = Bound::new(py, Tensor::new(tensor))?.into_ptr().cast();
@@ -428,11 +259,7 @@ unsafe fn allocated_like(prototype: *const DLTensor) -> CrateResult<ManagedTenso
         .checked_mul(dtype.size_in_bytes())
         .filter(|&b| isize::try_from(b).is_ok())
         .ok_or(Error::Overflow { what: "byte size" })?;
-    let mut buffer: Vec<u128> = Vec::new();
-    buffer
-        .try_reserve_exact(bytes.div_ceil(16))
-        .map_err(|_| Error::AllocationFailed { bytes })?;
-    buffer.resize(bytes.div_ceil(16), 0);
+    let buffer = Allocation(AlignedBytes::zeroed(bytes)?);
     // SAFETY:
     // - the buffer holds `bytes` zeroed bytes, enough for `count` elements of `dtype` in
     //   C order, 16-byte aligned, and the owner keeps it alive and unmoved (heap data);
@@ -441,7 +268,7 @@ unsafe fn allocated_like(prototype: *const DLTensor) -> CrateResult<ManagedTenso
     unsafe {
         ManagedTensor::from_owner(
             buffer,
-            |buffer| buffer.as_mut_ptr().cast(),
+            |buffer| buffer.0.as_mut_ptr().cast(),
             shape,
             None,
             dtype,

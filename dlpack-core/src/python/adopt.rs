@@ -1,0 +1,68 @@
+//! The one import policy: how a tensor that a Python producer hands over (in a capsule,
+//! from a C exchange table, to our table's "to object" entry) becomes a
+//! [`ManagedTensor`]. Every import path calls [`adopt`], so a rule changes here once.
+
+use core::any::TypeId;
+
+use pyo3::prelude::*;
+
+use crate::error::Error;
+use crate::ffi::DLPACK_MAJOR_VERSION;
+use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
+
+/// The owner of the tensors our C exchange table's allocator makes: a zeroed buffer
+/// that nobody else has been given, so that such a tensor, handed back to us, stays
+/// exclusive.
+pub(super) struct Allocation(pub(super) AlignedBytes);
+
+/// Takes over a tensor from a Python producer:
+///
+/// - a versioned tensor of another major version is released (its deleter runs once)
+///   and refused with [`Error::UnsupportedVersion`];
+/// - the header is checked as [`ManagedTensor::from_raw`] checks it (released on
+///   error);
+/// - a foreign deleter may run Python code: dropping the tensor keeps the
+///   interpreter's exception state (our own headers' deleters never touch Python, and
+///   are called as they are, from any thread);
+/// - the tensor is *shared* (see "Import safety" in the crate documentation: the
+///   producer keeps its own handle), except a copy its producer flagged `IS_COPIED`
+///   and a tensor from our own table's allocator, which nobody else holds.
+///
+/// # Safety
+///
+/// - `raw` is a managed tensor whose ownership passes to the caller (nobody else calls
+///   its deleter), readable and aligned;
+/// - its producer promises what the DLPack protocol promises a consumer, which is what
+///   [`ManagedTensor::from_raw`] requires except exclusive access: valid header, shape,
+///   strides and data until the deleter runs, and a deleter callable from any thread.
+pub(super) unsafe fn adopt(raw: Raw) -> PyResult<ManagedTensor> {
+    // SAFETY: the caller hands over the tensor; it is marked shared below before any
+    // view can be made, unless the rules above make it exclusive.
+    let tensor = unsafe { ManagedTensor::adopt(raw) };
+    if let Raw::Versioned(ptr) = raw {
+        // SAFETY: readable and aligned (the contract); `version` is in the prefix that
+        // every major version keeps.
+        let version = unsafe { (*ptr.as_ptr()).version };
+        if version.major != DLPACK_MAJOR_VERSION {
+            // The deleter is read from the stable prefix only.
+            drop(tensor.into_python());
+            return Err(Error::UnsupportedVersion {
+                major: version.major,
+                minor: version.minor,
+            }
+            .into());
+        }
+    }
+    let tensor = if tensor.is_own() {
+        tensor
+    } else {
+        tensor.into_python()
+    }
+    .check()?;
+    let exclusive = tensor.is_copied() || tensor.owner_type() == Some(TypeId::of::<Allocation>());
+    Ok(if exclusive {
+        tensor
+    } else {
+        tensor.into_shared()
+    })
+}

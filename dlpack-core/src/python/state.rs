@@ -1,0 +1,211 @@
+//! The interpreter's state around code that may run Python code behind our back: whether
+//! this thread is attached, the exception in flight kept across a foreign deleter,
+//! unraisable reports. A leaf: the core handle's `Drop` calls
+//! [`release_python_tensor`], and nothing here knows about capsules or tables.
+
+use core::ptr;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// Whether this thread is attached to an interpreter (holds the GIL, on a build that
+/// has one): it has a current thread state.
+///
+/// Not `PyGILState_Check`: once a process has created a subinterpreter, that check
+/// answers 1 on every thread, attached or not (CPython's GIL-state API serves the main
+/// interpreter only, and gives up checking when there are others).
+#[cfg(not(Py_LIMITED_API))]
+#[inline]
+fn attached() -> Attached {
+    // SAFETY: reads this thread's current thread state (NULL when none); callable from
+    // any thread at any time, before initialisation and after finalisation too.
+    if unsafe { ffi::compat::PyThreadState_GetUnchecked() }.is_null() {
+        Attached::No
+    } else {
+        Attached::Yes
+    }
+}
+
+/// Whether this thread is attached (see the full-API version). The stable ABI has no
+/// function that says so without taking the GIL, but every CPython since 3.5.2 exports
+/// one (`PyThreadState_GetUnchecked` from 3.13, `_PyThreadState_UncheckedGet` before):
+/// it is looked up once in the process's symbols. Where it cannot be found (another
+/// platform, a libpython loaded privately), the answer is `Unknown`.
+#[cfg(Py_LIMITED_API)]
+fn attached() -> Attached {
+    match unchecked_thread_state() {
+        // SAFETY: CPython's function of that name takes nothing and returns this
+        // thread's current thread state or NULL, from any thread at any time.
+        Some(get) if unsafe { get() }.is_null() => Attached::No,
+        Some(_) => Attached::Yes,
+        None => Attached::Unknown,
+    }
+}
+
+/// CPython's "current thread state, or NULL" function, found among the process's
+/// symbols (once).
+#[cfg(all(Py_LIMITED_API, unix))]
+fn unchecked_thread_state() -> Option<unsafe extern "C" fn() -> *mut ffi::PyThreadState> {
+    use std::sync::OnceLock;
+    static FOUND: OnceLock<Option<unsafe extern "C" fn() -> *mut ffi::PyThreadState>> =
+        OnceLock::new();
+    *FOUND.get_or_init(|| {
+        [
+            c"PyThreadState_GetUnchecked",
+            c"_PyThreadState_UncheckedGet",
+        ]
+        .into_iter()
+        .find_map(|name| {
+            // SAFETY: `dlsym` with the default search order and a C string; it only
+            // reads the process's symbol tables.
+            let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!symbol.is_null()).then(|| {
+                // SAFETY: a function of that name in a process running CPython is
+                // CPython's `PyThreadState *(void)` (the `Py` prefix is reserved to
+                // it), so the pointer has this type.
+                unsafe {
+                    core::mem::transmute::<
+                        *mut core::ffi::c_void,
+                        unsafe extern "C" fn() -> *mut ffi::PyThreadState,
+                    >(symbol)
+                }
+            })
+        })
+    })
+}
+
+#[cfg(all(Py_LIMITED_API, not(unix)))]
+fn unchecked_thread_state() -> Option<unsafe extern "C" fn() -> *mut ffi::PyThreadState> {
+    None
+}
+
+/// What [`attached`] knows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Attached {
+    Yes,
+    No,
+    /// Only under the stable ABI, where the function that says it was not found.
+    #[cfg_attr(not(Py_LIMITED_API), allow(dead_code))]
+    Unknown,
+}
+
+/// Releases a tensor imported from Python, whose deleter may run Python code: on an
+/// attached thread the exception state is kept as it was (see
+/// [`with_exception_saved`]); a thread that is not attached has no exception state to
+/// keep, so the deleter runs as it is (and takes the GIL itself if it needs Python, as
+/// NumPy's and PyTorch's do).
+///
+/// Under the stable ABI where the thread's state cannot be read (see [`attached`]), the
+/// deleter runs attached to the interpreter if it still runs, which takes the GIL: a
+/// thread that drops such a tensor while another holds the GIL and waits for it
+/// blocks, as it would in the deleter of NumPy or PyTorch.
+#[inline]
+pub(crate) fn release_python_tensor(release: impl FnOnce()) {
+    match attached() {
+        // SAFETY: this thread has a current thread state: it is attached.
+        Attached::Yes => with_exception_saved(unsafe { Python::assume_attached() }, release),
+        Attached::No => release(),
+        Attached::Unknown => {
+            let mut release = Some(release);
+            Python::try_attach(|py| {
+                if let Some(release) = release.take() {
+                    with_exception_saved(py, release);
+                }
+            });
+            if let Some(release) = release {
+                release();
+            }
+        }
+    }
+}
+
+/// Runs `f`, which releases a tensor whose deleter may run Python code, keeping the
+/// thread's exception state as it was: an exception in flight (capsules die during
+/// unwinding too) stays in flight, and one that `f` leaves set (a foreign deleter
+/// should not, but may) is reported as unraisable instead of surfacing in unrelated
+/// code.
+///
+/// It uses the C API rather than `PyErr::take`, which resumes a Rust panic when it
+/// takes a `PanicException`: a destructor cannot unwind.
+#[inline]
+pub(super) fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
+    let _ = py;
+    // SAFETY: the thread is attached (`py`).
+    let saved = if unsafe { ffi::PyErr_Occurred() }.is_null() {
+        None
+    } else {
+        // SAFETY: the thread is attached.
+        Some(unsafe { SavedException::take() })
+    };
+    f();
+    // SAFETY: the thread is attached.
+    if !unsafe { ffi::PyErr_Occurred() }.is_null() {
+        // SAFETY: an exception is set, and the thread is attached; no object is given.
+        unsafe { ffi::PyErr_WriteUnraisable(ptr::null_mut()) };
+    }
+    if let Some(saved) = saved {
+        // SAFETY: the thread is attached, and no exception is set now.
+        unsafe { saved.restore() };
+    }
+}
+
+/// Reports `message` as an unraisable `RuntimeError` (printed by `sys.unraisablehook`).
+pub(super) fn report_unraisable(py: Python<'_>, message: String) {
+    PyRuntimeError::new_err(message).write_unraisable(py, None);
+}
+
+/// The exception state of the thread, taken out of it.
+struct SavedException {
+    #[cfg(Py_3_12)]
+    exception: *mut ffi::PyObject,
+    #[cfg(not(Py_3_12))]
+    parts: [*mut ffi::PyObject; 3],
+}
+
+impl SavedException {
+    /// Takes the exception in flight, if any, leaving none set.
+    ///
+    /// # Safety
+    ///
+    /// - the thread is attached.
+    unsafe fn take() -> Self {
+        #[cfg(Py_3_12)]
+        {
+            Self {
+                // SAFETY: the thread is attached; a new reference or NULL.
+                exception: unsafe { ffi::PyErr_GetRaisedException() },
+            }
+        }
+        #[cfg(not(Py_3_12))]
+        {
+            let mut parts = [ptr::null_mut(); 3];
+            let [ty, value, traceback] = &mut parts;
+            // SAFETY: three writable out-pointers; the thread is attached.
+            unsafe { ffi::PyErr_Fetch(ty, value, traceback) };
+            Self { parts }
+        }
+    }
+
+    /// Sets the saved exception again (nothing if there was none).
+    ///
+    /// # Safety
+    ///
+    /// - the thread is attached and no exception is set.
+    unsafe fn restore(self) {
+        #[cfg(Py_3_12)]
+        // SAFETY: takes back the reference `take` returned (NULL sets nothing).
+        unsafe {
+            ffi::PyErr_SetRaisedException(self.exception)
+        };
+        #[cfg(not(Py_3_12))]
+        {
+            let [ty, value, traceback] = self.parts;
+            // SAFETY: takes back the references `PyErr_Fetch` returned.
+            #[allow(deprecated)]
+            unsafe {
+                ffi::PyErr_Restore(ty, value, traceback)
+            };
+        }
+    }
+}
