@@ -33,9 +33,10 @@
 //!   tensor or the tensor is copied.
 //! - A torch export keeps the storage alive until the [`ManagedTensor`] is dropped. It
 //!   is exclusive (mutable views allowed) only from [`into_managed`](TensorExt::into_managed)
-//!   of a tensor that was the only handle of its storage, over memory that only torch
-//!   reaches: memory torch's own allocator made, or a tensor handed to torch by
-//!   [`into_tch`](ManagedTensorExt::into_tch) without a copy. Otherwise it is shared,
+//!   of a tensor that was the only handle of its storage (no weak reference to it
+//!   either), over memory that only torch reaches: memory torch's own allocator made
+//!   (not pinned host memory, which a device copy may still be writing), or a tensor
+//!   handed to torch by [`into_tch`](ManagedTensorExt::into_tch) without a copy. Otherwise it is shared,
 //!   so `as_array_mut` is refused while torch, or whoever lent torch the memory
 //!   (`Tensor::from_blob`, a NumPy array behind `from_numpy`, another DLPack producer,
 //!   a mapped file), can still write it. A view made by `narrow`, `select`,

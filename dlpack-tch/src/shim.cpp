@@ -176,8 +176,16 @@ int dlpack_tch_to_dlpack(const void* tensor, DLManagedTensorVersioned** out, int
     if (t.layout() != at::kStrided) {
       throw std::invalid_argument("only strided (dense) tensors can be exported");
     }
-    *unique =
-        (t.use_count() == 1 && t.storage().use_count() == 1 && torch_owns(t.storage())) ? 1 : 0;
+    // The only handle: no other tensor shares this one's implementation or storage, no
+    // weak reference could be promoted to one later (the weak count is the strong
+    // references' own plus the one made here), the memory is torch's alone, and it is
+    // not pinned host memory, which a device copy may still be writing (nothing here
+    // waits for it).
+    const c10::Storage& storage = t.storage();
+    const bool only =
+        t.use_count() == 1 && storage.use_count() == 1 &&
+        storage.getWeakStorageImpl().weak_use_count() == 2 && !t.is_pinned();
+    *unique = (only && torch_owns(storage)) ? 1 : 0;
     *out = at::toDLPackVersioned(t);
     return 0;
   } catch (...) {

@@ -542,8 +542,11 @@ def test_options_with_real_producers(ext):
     # A device that the producer cannot reach: its own error.
     with pytest.raises((BufferError, ValueError, RuntimeError)):
         ext.import_with(a, device=(2, 0))
-    written = ext.write_first(t, 5.0, copy=True)  # a copy is the caller's: writable
-    assert np.from_dlpack(written)[0] == 5.0 and t[0] == 0.0
+    # PyTorch does not flag its copy IS_COPIED: nothing proves it is the caller's alone.
+    with pytest.raises(BufferError, match="shared"):
+        ext.write_first(t, 5.0, copy=True)
+    written = ext.write_first(a, 5.0, copy=True)  # NumPy flags it: writable
+    assert np.from_dlpack(written)[0] == 5.0 and a[0] == 0.0
 
 
 # ------------------------------------------------------------------------------------

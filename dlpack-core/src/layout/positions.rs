@@ -4,8 +4,9 @@
 use crate::error::{Error, Result};
 
 /// The distinct element offsets of a layout with non-negative strides (as `plan`
-/// produces them), visited in increasing order of memory, each once, in
-/// O(span) time however many indices reach an offset.
+/// produces them), visited in increasing order of memory, each once, in time and memory
+/// that follow the smaller of the element count and the span, however many indices
+/// reach an offset.
 ///
 /// Axes of extent 1 and axes with stride 0 contribute one position. The other axes,
 /// sorted by stride, are merged into arithmetic progressions where one continues
@@ -15,9 +16,10 @@ use crate::error::{Error, Result};
 /// exceeds the reach of all smaller ones: every layout NumPy, PyTorch and ndarray make,
 /// and every broadcast and window of them) their combinations are enumerated, each
 /// offset once. Otherwise (windows whose strides do not divide each other, such as
-/// byte strides `(2, 3)`) the reachable offsets are first marked in a bitset of the
-/// span, built progression by progression with shifted unions (O(span / 64) words per
-/// doubling), and read back in order.
+/// byte strides `(2, 3)`) the reachable offsets are collected first: when there are few
+/// combinations for the span, as a sorted list of them (O(count log count)); else in a
+/// bitset of the span (`span / 8` bytes), built progression by progression with shifted
+/// unions (O(span / 64) words per doubling), and read back in order.
 #[derive(Debug)]
 pub(crate) struct Positions {
     progressions: Vec<Progression>,
@@ -111,6 +113,33 @@ impl Positions {
         if self.disjoint() {
             return Ok(self
                 .enumerate(&mut found)
+                .map(|at| self.index_of(ndim, &at)));
+        }
+        // Overlapping: the distinct offsets, sorted, from whichever costs less, the
+        // combinations (few elements over a large span, such as windows far apart) or a
+        // bitset of the span (many elements over a small one).
+        let combinations = self
+            .progressions
+            .iter()
+            .fold(1usize, |n, p| n.saturating_mul(p.extent));
+        if combinations.saturating_mul(64) <= span {
+            let mut offsets = Vec::new();
+            offsets
+                .try_reserve_exact(combinations)
+                .map_err(|_| Error::AllocationFailed {
+                    bytes: combinations.saturating_mul(size_of::<usize>()),
+                })?;
+            self.enumerate(&mut |offset| {
+                offsets.push(offset);
+                false
+            });
+            offsets.sort_unstable();
+            offsets.dedup();
+            let Some(&target) = offsets.iter().find(|&&offset| found(offset)) else {
+                return Ok(None);
+            };
+            return Ok(self
+                .enumerate(&mut |offset| offset == target)
                 .map(|at| self.index_of(ndim, &at)));
         }
         let reachable = Bitset::reachable(&self.progressions, span)?;
@@ -336,6 +365,26 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 500 },
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Few elements over a large span (the sorted list of offsets, not the bitset):
+        /// every reachable offset once, in order.
+        #[test]
+        fn sparse_positions_visit_every_offset_once(
+            axes in proptest::collection::vec((1usize..4, 0usize..5000), 0..4),
+        ) {
+            let dim: Vec<usize> = axes.iter().map(|a| a.0).collect();
+            let strides: Vec<usize> = axes.iter().map(|a| a.1).collect();
+            let expected = brute_force(&dim, &strides);
+            proptest::prop_assert_eq!(visits(&dim, &strides), expected.keys().copied().collect::<Vec<_>>());
+        }
+    }
+
     #[test]
     fn positions_of_broadcast_and_windows() {
         let count = |dim: &[usize], strides: &[usize]| visits(dim, strides).len();
@@ -370,6 +419,22 @@ mod tests {
         let last = *seen.last().unwrap();
         let index = Positions::new(&dim, &strides)
             .find(2, span, |offset| offset == last)
+            .unwrap()
+            .unwrap();
+        assert_eq!(offset_of(&index, &strides), last);
+    }
+
+    /// Few elements far apart (windows of a huge sparse mapping): their offsets are
+    /// sorted, no bitset of the span is made.
+    #[test]
+    fn few_elements_over_a_huge_span_cost_their_count() {
+        let (dim, strides) = ([3, 2], [1 << 40, (1 << 40) + 1]);
+        let seen = visits(&dim, &strides);
+        assert_eq!(seen.len(), 6);
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        let last = *seen.last().unwrap();
+        let index = Positions::new(&dim, &strides)
+            .find(2, span_of(&dim, &strides), |offset| offset == last)
             .unwrap()
             .unwrap();
         assert_eq!(offset_of(&index, &strides), last);

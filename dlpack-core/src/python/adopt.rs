@@ -2,8 +2,6 @@
 //! from a C exchange table, to our table's "to object" entry) becomes a
 //! [`ManagedTensor`]. Every import path calls [`adopt`], so a rule changes here once.
 
-use core::any::TypeId;
-
 use pyo3::prelude::*;
 
 use crate::error::Error;
@@ -14,6 +12,22 @@ use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
 /// that nobody else has been given, so that such a tensor, handed back to us, stays
 /// exclusive.
 pub(super) struct Allocation(pub(super) AlignedBytes);
+
+/// Whether `tensor` is one of our allocator's and still describes memory inside its
+/// buffer: the caller that got it could have rewritten the header (data, shape,
+/// strides) before handing it back, which would point the exclusive tensor elsewhere.
+fn describes_its_allocation(tensor: &ManagedTensor) -> bool {
+    let Some(Allocation(buffer)) = tensor.owner::<Allocation>() else {
+        return false;
+    };
+    let buffer = buffer.as_bytes().as_ptr_range();
+    tensor.c_order_runs().is_ok_and(|mut runs| {
+        runs.all(|run| {
+            let run = run.as_ptr_range();
+            buffer.start <= run.start && run.end <= buffer.end
+        })
+    })
+}
 
 /// Takes over a tensor from a Python producer:
 ///
@@ -26,7 +40,8 @@ pub(super) struct Allocation(pub(super) AlignedBytes);
 ///   are called as they are, from any thread);
 /// - the tensor is *shared* (see "Import safety" in the crate documentation: the
 ///   producer keeps its own handle), except a copy its producer flagged `IS_COPIED`
-///   and a tensor from our own table's allocator, which nobody else holds.
+///   and a tensor from our own table's allocator (that still describes memory inside
+///   its buffer), which nobody else holds.
 ///
 /// # Safety
 ///
@@ -59,7 +74,7 @@ pub(super) unsafe fn adopt(raw: Raw) -> PyResult<ManagedTensor> {
         tensor.into_python()
     }
     .check()?;
-    let exclusive = tensor.is_copied() || tensor.owner_type() == Some(TypeId::of::<Allocation>());
+    let exclusive = tensor.is_copied() || describes_its_allocation(&tensor);
     Ok(if exclusive {
         tensor
     } else {

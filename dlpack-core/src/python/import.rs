@@ -57,12 +57,13 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ImportOptions {
-    /// `Some(true)` asks for a copy; the tensor is exclusive (mutable views) when the
-    /// copy is known to be the caller's alone: flagged `IS_COPIED` by its producer
-    /// (NumPy, this crate), or made by exactly a `torch.Tensor`'s own `__dlpack__`.
-    /// Any other producer's answer stays shared, since a producer (or a wrapper of
-    /// one) may ignore the keyword. `Some(false)` forbids a copy (the producer raises
-    /// `BufferError` if it would need one); `None` lets the producer decide.
+    /// `Some(true)` asks for a copy; the tensor is exclusive (mutable views) when its
+    /// producer flags the copy `IS_COPIED` (NumPy and this crate do; PyTorch does
+    /// not), and shared otherwise: the request alone proves nothing, since a producer,
+    /// a wrapper of one, or Python code that replaced a method may ignore it. To write
+    /// a shared import, copy it on the Rust side (`Array::from_dlpack` makes an owned
+    /// copy). `Some(false)` forbids a copy (the producer raises `BufferError` if it
+    /// would need one); `None` lets the producer decide.
     pub copy: Option<bool>,
     /// The device the data must be on (`dl_device`): passed only when it is not where
     /// the data already is (which `__dlpack_device__` says), and checked on the
@@ -123,7 +124,7 @@ impl ImportOptions {
 /// use pyo3::prelude::*;
 ///
 /// /// A CPU copy of any tensor (a CUDA one included), the caller's alone when its
-/// producer says so (see [`ImportOptions::copy`]).
+/// /// producer says so (see `ImportOptions::copy`).
 /// fn host_copy(obj: &Bound<'_, PyAny>) -> PyResult<dlpack_core::ManagedTensor> {
 ///     from_dlpack_with(obj, ImportOptions::new().device(Device::CPU).copy(true))
 /// }
@@ -170,7 +171,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             type_name(&capsule)
         ))
     })?;
-    let mut tensor = consume(capsule)?;
+    let tensor = consume(capsule)?;
     if let Some(wanted) = options.device.filter(|&d| d != tensor.device()) {
         return Err(buffer_error(format!(
             "asked {}.__dlpack__ for a tensor on {wanted}, got one on {}",
@@ -178,31 +179,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             tensor.device()
         )));
     }
-    if options.copy == Some(true) && !tensor.is_exclusive() && copies_when_asked(obj)? {
-        // SAFETY: asked for `copy=True`, a PyTorch tensor's own `__dlpack__` copies
-        // (`clone()`), so nothing else reaches the data; it does not flag the copy
-        // `IS_COPIED` (producers that do are exclusive already).
-        unsafe { tensor.assume_exclusive() };
-    }
     Ok(tensor)
-}
-
-/// Whether `obj`'s `__dlpack__` is known to copy when asked for `copy=True` without
-/// saying so with `IS_COPIED`: exactly a `torch.Tensor` (not a subclass, whose
-/// `__dlpack__` may be anyone's), when PyTorch is loaded. Every other producer's
-/// `copy=True` is trusted only as far as its header's `IS_COPIED` flag.
-fn copies_when_asked(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = obj.py();
-    let modules = py
-        .import(intern!(py, "sys"))?
-        .getattr(intern!(py, "modules"))?;
-    let Ok(torch) = modules.get_item(intern!(py, "torch")) else {
-        return Ok(false);
-    };
-    let Ok(tensor_type) = torch.getattr(intern!(py, "Tensor")) else {
-        return Ok(false);
-    };
-    Ok(obj.get_type().is(&tensor_type))
 }
 
 /// `obj.__dlpack__(max_version=(1, 3), ...)` with the keywords `options` calls for.

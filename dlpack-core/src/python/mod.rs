@@ -111,9 +111,11 @@
 //! tensor imported from Python is *shared*, since the producer keeps its own handle
 //! (the NumPy array, the torch tensor, a [`Tensor`] exported twice), so it gives
 //! read-only views only and `as_array_mut` is an [`Error::NotExclusive`]. It is
-//! exclusive only when its producer flagged it `IS_COPIED`, when it comes from our own
-//! table's allocator, or for [`from_dlpack_with`] with [`ImportOptions::copy`] `true`
-//! of exactly a `torch.Tensor` (whose `__dlpack__` clones without flagging it). Like
+//! exclusive only when its producer flagged it `IS_COPIED` (a copy made for this
+//! consumer alone: NumPy's and this crate's `copy=True`) or when it comes from our own
+//! table's allocator. Asking for `copy=True` proves nothing by itself (PyTorch copies
+//! without the flag, and a wrapper, or Python code that replaced a method, may ignore
+//! the keyword), so such an import stays shared unless flagged. Like
 //! every DLPack consumer, an import trusts the protocol: a capsule named
 //! `dltensor_versioned` or `dltensor` (or a table's entry) must hold a valid managed
 //! tensor whose memory stays valid until its deleter runs; the header is checked, and

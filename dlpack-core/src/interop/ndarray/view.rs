@@ -46,8 +46,10 @@ impl ManagedTensor {
         //   lies in the span the producer described, which the `from_raw` contract makes
         //   readable, initialised memory of type `A` (bools were checked byte by byte);
         // - the memory lives until the deleter runs, after `self`, hence after `'_`;
-        // - nobody writes it meanwhile: no `&mut self` can coexist with this borrow, and
-        //   the `from_raw` contract rules out other writers.
+        // - nobody writes it meanwhile: no `&mut self` can coexist with this borrow, the
+        //   `from_raw` contract rules out other writers of an exclusive tensor, and for
+        //   a shared one the crate documents the rule its users keep ("Import safety":
+        //   the producer's memory is not written while a view of it lives).
         Ok(unsafe { raw.deref_into_view() })
     }
 

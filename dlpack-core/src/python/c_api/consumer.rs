@@ -240,8 +240,9 @@ pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
         .into())),
         // SAFETY:
         // - a non-null, aligned pointer written by the entry hands us a versioned
-        //   tensor (on success, the standard says so; on failure, a broken producer
-        //   handed it over all the same and must not keep it), released once;
+        //   tensor: on success the standard says so; an entry that fails after writing
+        //   one is outside the standard, and the tensor it wrote is taken as handed
+        //   over (released once here) rather than leaked on a guess the other way;
         // - the standard makes the producer promise what `adopt` requires.
         Some(ptr) => Some(unsafe { adopt(Raw::Versioned(ptr)) }),
         None => None,

@@ -235,7 +235,9 @@ unsafe fn allocated_like(prototype: *const DLTensor) -> CrateResult<ManagedTenso
     // SAFETY: the caller's promise (NULL is refused).
     let proto = unsafe { prototype.as_ref() }.ok_or(Error::NullPointer { what: "prototype" })?;
     let device = Device::from_raw(proto.device);
-    if !device.is_cpu_accessible() {
+    // Ordinary host memory only: pinned or managed memory is not what a zeroed heap
+    // buffer is.
+    if device.device_type != DLDeviceType::kDLCPU {
         return Err(Error::UnsupportedDevice { device });
     }
     let ndim = usize::try_from(proto.ndim).map_err(|_| Error::NegativeNdim { ndim: proto.ndim })?;
