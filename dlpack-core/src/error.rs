@@ -1,6 +1,7 @@
 //! The error type of every fallible operation in this crate.
 
 use core::fmt;
+use std::path::PathBuf;
 
 use crate::device::Device;
 use crate::dtype::DataType;
@@ -94,9 +95,12 @@ pub enum Error {
         /// The tensor's type.
         dtype: DataType,
     },
-    /// Elements smaller than a byte (float6, float4) are packed, so their tensor must be
-    /// C-contiguous to be read. Python: `BufferError`.
-    #[error("a {dtype} tensor must be C-contiguous: its elements are packed below a byte")]
+    /// Elements smaller than a byte (float6, float4) are packed: their tensor must be
+    /// C-contiguous to be read, and packed (not flagged `IS_SUBBYTE_TYPE_PADDED`) to be
+    /// written to a file. Python: `BufferError`.
+    #[error(
+        "a {dtype} tensor must be packed and C-contiguous: its elements are stored below a byte"
+    )]
     PackedLayout {
         /// The tensor's type.
         dtype: DataType,
@@ -254,6 +258,29 @@ pub enum Error {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// A file could not be opened, read or written. Python: the `OSError` of its kind
+    /// (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...).
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file (or the folder of a file being written).
+        path: PathBuf,
+        /// What kind of failure the operating system reported.
+        kind: std::io::ErrorKind,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A file does not hold what its format says: a safetensors file whose header is
+    /// not JSON, whose offsets overlap or leave gaps, whose data section is truncated,
+    /// ... Python: `ValueError`.
+    #[error("invalid safetensors file {}: {}{reason}", path.display(), tensor_text(tensor))]
+    InvalidFile {
+        /// The file.
+        path: PathBuf,
+        /// The tensor the problem is about, if any.
+        tensor: Option<String>,
+        /// What is wrong.
+        reason: String,
+    },
     /// An error about one named tensor of a batch; the message includes the error's
     /// own (so it is not also returned as `source()`, which would show it twice).
     /// Python: the exception of the error itself.
@@ -264,6 +291,12 @@ pub enum Error {
         /// What went wrong.
         error: Box<Error>,
     },
+}
+
+fn tensor_text(tensor: &Option<String>) -> String {
+    tensor
+        .as_ref()
+        .map_or_else(String::new, |name| format!("tensor `{name}`: "))
 }
 
 fn bytes_text(bytes: usize) -> String {
@@ -295,6 +328,16 @@ fn quoted(names: &[String]) -> String {
 }
 
 impl Error {
+    /// An [`Error::Io`] about `path`.
+    #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
+    pub(crate) fn io(path: &std::path::Path, err: &std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_owned(),
+            kind: err.kind(),
+            message: err.to_string(),
+        }
+    }
+
     /// Wraps this error with the name of the tensor it is about (no-op for an empty name).
     pub fn in_tensor(self, name: &str) -> Self {
         if name.is_empty() {

@@ -1,6 +1,7 @@
 //! [`TensorBatch`]: named tensors, as a PyTorch `state_dict` holds them.
 
 use core::fmt;
+use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
 
@@ -33,6 +34,7 @@ use crate::traits::FromDLPack;
 #[derive(Default)]
 pub struct TensorBatch {
     tensors: IndexMap<String, ManagedTensor>,
+    metadata: BTreeMap<String, String>,
 }
 
 impl TensorBatch {
@@ -45,7 +47,26 @@ impl TensorBatch {
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             tensors: IndexMap::with_capacity(capacity),
+            metadata: BTreeMap::new(),
         }
+    }
+
+    /// String metadata of the batch: what a safetensors file's `__metadata__` holds
+    /// after `read_safetensors` or `map_safetensors`, and what `write_safetensors`
+    /// writes there (feature `safetensors`). Empty unless set.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// The string metadata, to change before a save.
+    ///
+    /// ```
+    /// let mut batch = dlpack_core::TensorBatch::new();
+    /// batch.metadata_mut().insert("format".into(), "pt".into());
+    /// assert_eq!(batch.metadata()["format"], "pt");
+    /// ```
+    pub fn metadata_mut(&mut self) -> &mut BTreeMap<String, String> {
+        &mut self.metadata
     }
 
     /// Adds a tensor under `name`.
@@ -151,7 +172,11 @@ pub(crate) fn is_under(name: &str, prefix: &str) -> bool {
 
 impl fmt::Debug for TensorBatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.tensors.iter()).finish()
+        f.debug_map().entries(self.tensors.iter()).finish()?;
+        if !self.metadata.is_empty() {
+            write!(f, " with metadata {:?}", self.metadata)?;
+        }
+        Ok(())
     }
 }
 

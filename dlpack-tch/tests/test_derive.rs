@@ -145,3 +145,48 @@ fn ndarray_tch_and_burn_fields_in_one_struct() {
     assert_eq!(Vec::<i64>::try_from(&back.projection).unwrap(), [3, 4, 5]);
     assert_eq!(back.norm.storage::<f32>(), [1.0, 2.0]);
 }
+
+/// The fields a mapped file fills without a copy: tch and burn tensors, and an ndarray
+/// view holder (`DLPackArray`; an owned `Array` always owns its own buffer).
+#[derive(ToDLPack, FromDLPack)]
+struct Mapped {
+    embedding: dlpack_core::DLPackArray<f32, ndarray::Ix2>,
+    #[dlpack(with = "dlpack_tch::tensor")]
+    projection: Tensor,
+    norm: burn_flex::FlexTensor,
+}
+
+/// A file saved from the mixed struct maps back into [`Mapped`] with no copy: every
+/// field's memory lies inside the one mapping of the file.
+#[test]
+fn tch_and_burn_fields_load_from_a_mapped_file_without_a_copy() {
+    let norm =
+        burn_flex::FlexTensor::from_data(burn_std::TensorData::new(vec![1.0f32, 2.0], vec![2]));
+    let mixed = Mixed {
+        embedding: Array2::from_shape_fn((3, 2), |(i, j)| (i * 2 + j) as f32),
+        projection: Tensor::from_slice(&[3i64, 4, 5]),
+        norm,
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("mixed.safetensors");
+    mixed.to_dlpack().unwrap().write_safetensors(&path).unwrap();
+    let file_len = std::fs::metadata(&path).unwrap().len() as usize;
+    // SAFETY: the file lives in a folder of its own that nothing else touches.
+    let batch = unsafe { TensorBatch::map_safetensors(&path) }.unwrap();
+    let addresses: Vec<usize> = batch.iter().map(|(_, t)| t.data() as usize).collect();
+    let low = *addresses.iter().min().unwrap();
+    let high = *addresses.iter().max().unwrap();
+    assert!(high - low < file_len, "one mapping");
+    let back = Mapped::from_dlpack(batch).unwrap();
+    let fields = [
+        back.embedding.view().as_ptr() as usize,
+        back.projection.data_ptr() as usize,
+        back.norm.storage::<f32>().as_ptr() as usize,
+    ];
+    for address in fields {
+        assert!(addresses.contains(&address), "a field was copied");
+    }
+    assert_eq!(Vec::<i64>::try_from(&back.projection).unwrap(), [3, 4, 5]);
+    assert_eq!(back.norm.storage::<f32>(), [1.0, 2.0]);
+    assert_eq!(back.embedding.view()[[2, 1]], 5.0);
+}

@@ -5,3 +5,5 @@
 mod exchange;
 #[cfg(feature = "python")]
 mod python;
+#[cfg(feature = "python")]
+mod weights;

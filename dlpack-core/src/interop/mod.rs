@@ -6,3 +6,5 @@ pub(crate) mod burn;
 pub(crate) mod dlpark;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
+#[cfg(feature = "safetensors")]
+mod safetensors;

@@ -17,6 +17,10 @@ impl From<Error> for PyErr {
     /// in the message.
     fn from(err: Error) -> Self {
         let message = err.to_string();
+        if let Error::Io { kind, .. } = err.root() {
+            // PyO3 picks the `OSError` subclass of the kind.
+            return std::io::Error::new(*kind, message).into();
+        }
         match err.root() {
             Error::UnsupportedDevice { .. }
             | Error::UnsupportedVersion { .. }

@@ -4,7 +4,9 @@
 
 use core::marker::PhantomData;
 
+use crate::dtype::Element;
 use crate::error::{Error, Result};
+use crate::ffi::DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
 use crate::layout;
 
 use super::ManagedTensor;
@@ -59,8 +61,10 @@ impl<'a> Iterator for Runs<'a> {
         //   address space, and which the producer guarantees is one readable,
         //   initialised allocation until the deleter runs (the `from_raw` contract), so
         //   for `'a`, the borrow of the tensor;
-        // - nobody writes it meanwhile: `&'a ManagedTensor` excludes mutable views, and
-        //   the `from_raw` contract (or the protocol, for a shared tensor) other writers;
+        // - nobody writes it meanwhile: `&'a ManagedTensor` excludes mutable views, the
+        //   `from_raw` contract other writers of an exclusive tensor, and for a shared
+        //   one the rule the crate documents for its users ("Import safety": the
+        //   producer's memory is not written while a view of it lives);
         // - `u8` accepts every initialised byte, and its alignment is 1.
         Some(unsafe { core::slice::from_raw_parts(start, self.run) })
     }
@@ -73,13 +77,20 @@ impl<'a> Iterator for Runs<'a> {
 impl ExactSizeIterator for Runs<'_> {}
 
 impl ManagedTensor {
+    /// Whether sub-byte elements are stored one per byte (`IS_SUBBYTE_TYPE_PADDED`).
+    pub(crate) fn is_padded(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
+    }
+
     /// The tensor's bytes in C order, as runs of its own memory (one run when the tensor
     /// is C-contiguous), after checking the device (CPU-accessible) and the layout (as
     /// `as_array` does, with the element size of the dtype and no alignment).
     ///
     /// Elements whose size is not a whole number of bytes (float6, float4, packed
     /// booleans) are read only from a C-contiguous tensor, packed as DLPack 1.1 and
-    /// later describe them: one run of `ceil(elements * bits / 8)` bytes.
+    /// later describe them: one run of `ceil(elements * bits / 8)` bytes; unless the
+    /// tensor is flagged `IS_SUBBYTE_TYPE_PADDED`, which makes each element one byte
+    /// (any layout then).
     pub(crate) fn c_order_runs(&self) -> Result<Runs<'_>> {
         let device = self.device();
         if !device.is_cpu_accessible() {
@@ -92,10 +103,14 @@ impl ManagedTensor {
         }
         let ndim = self.ndim();
         let (mut dim, mut steps) = (vec![0usize; ndim], vec![0usize; ndim]);
-        if bits % 8 != 0 {
+        let size = if bits % 8 == 0 {
+            bits / 8
+        } else if bits < 8 && self.is_padded() {
+            // One element per byte (DLPack 1.1's `IS_SUBBYTE_TYPE_PADDED`).
+            1
+        } else {
             return self.packed_run(bits, &mut dim, &mut steps);
-        }
-        let size = bits / 8;
+        };
         let plan = layout::plan(self.shape(), self.strides(), size, &mut dim, &mut steps)?;
         let delta =
             layout::check_address(self.data() as usize, self.byte_offset(), &plan, size, 1)?;
@@ -181,12 +196,18 @@ impl ManagedTensor {
     }
 
     /// The number of bytes of the tensor in C order (what [`c_order_runs`] yields in
-    /// all): `ceil(elements * bits * lanes / 8)`.
+    /// all): `ceil(elements * bits * lanes / 8)`, or one byte per element when sub-byte
+    /// elements are padded.
     ///
     /// [`c_order_runs`]: Self::c_order_runs
     pub(crate) fn c_order_len(&self) -> Result<usize> {
         let dtype = self.dtype();
         let bits = usize::from(dtype.bits()) * usize::from(dtype.lanes());
+        let bits = if bits < 8 && self.is_padded() {
+            8
+        } else {
+            bits
+        };
         self.num_elements()?
             .checked_mul(bits)
             .map(|b| b.div_ceil(8))
@@ -205,16 +226,14 @@ pub(crate) struct AlignedBytes {
 impl AlignedBytes {
     /// `len` zero bytes; [`Error::AllocationFailed`] when they cannot be allocated.
     pub(crate) fn zeroed(len: usize) -> Result<Self> {
-        let mut words: Vec<u128> = Vec::new();
-        words
-            .try_reserve_exact(len.div_ceil(16))
+        // SAFETY: zero bits are a valid `u128`.
+        let words = unsafe { zeroed_vec::<u128>(len.div_ceil(16)) }
             .map_err(|_| Error::AllocationFailed { bytes: len })?;
-        words.resize(len.div_ceil(16), 0);
         Ok(Self { words, len })
     }
 
     /// The bytes.
-    #[cfg_attr(not(feature = "burn"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "burn", feature = "pyo3")), allow(dead_code))]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY:
         // - the vector holds at least `len` initialised bytes (`len.div_ceil(16)`
@@ -238,6 +257,7 @@ impl AlignedBytes {
 }
 
 impl ManagedTensor {
+    #[cfg_attr(not(any(feature = "pyo3", feature = "burn")), allow(dead_code))]
     /// A copy of the tensor's bytes in C order ([`c_order_runs`](Self::c_order_runs))
     /// in a buffer of its own, aligned to 16 bytes.
     pub(crate) fn copy_c_order(&self) -> Result<AlignedBytes> {
@@ -249,5 +269,136 @@ impl ManagedTensor {
             at += run.len();
         }
         Ok(copy)
+    }
+}
+
+/// `len` values of `T`, every byte zero, from the allocator's zeroed memory (for large
+/// sizes, fresh pages that cost nothing until they are written), or
+/// [`Error::AllocationFailed`].
+///
+/// # Safety
+///
+/// - all-zero bytes are a valid `T`.
+unsafe fn zeroed_vec<T>(len: usize) -> Result<Vec<T>> {
+    let failed = |bytes| Error::AllocationFailed { bytes };
+    let layout = std::alloc::Layout::array::<T>(len)
+        .map_err(|_| failed(len.saturating_mul(size_of::<T>())))?;
+    if layout.size() == 0 {
+        let mut empty = Vec::new();
+        // A zero-sized allocation is never made: `len` zero-sized values, or none.
+        empty.resize_with(len, || {
+            // SAFETY: the caller guarantees zero bytes (here none) are a valid `T`.
+            unsafe { core::mem::zeroed() }
+        });
+        return Ok(empty);
+    }
+    // SAFETY: `layout` has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(failed(layout.size()));
+    }
+    // SAFETY:
+    // - `ptr` was allocated by the global allocator with the layout of `[T; len]`, which
+    //   is what a `Vec<T>` of capacity `len` holds;
+    // - its `len` values are initialised: zero bytes, a valid `T` (the contract).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// `len` elements of `A`, every byte zero (`0`, `0.0`, `false`), from the allocator's
+/// zeroed memory, or [`Error::AllocationFailed`].
+#[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
+pub(crate) fn zeroed_elements<A: Element>(len: usize) -> Result<Vec<A>> {
+    // SAFETY: all-zero bytes are a valid value of every element type (`Element`'s
+    // contract: every bit pattern, or for `bool` the bytes 0 and 1).
+    unsafe { zeroed_vec::<A>(len) }
+}
+
+/// The bytes of elements whose every bit pattern is valid (every [`Element`] but
+/// `bool`), writable: for reading a file into them. `None` for `bool`.
+#[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
+pub(crate) fn element_bytes_mut<A: Element>(elements: &mut [A]) -> Option<&mut [u8]> {
+    if A::CHECK_BYTES {
+        return None;
+    }
+    // SAFETY:
+    // - the bytes of `elements`, `size_of_val` of them, initialised, through its unique
+    //   borrow;
+    // - `A` is not `bool`, so every bit pattern is a valid `A` (`Element`'s contract):
+    //   any byte written keeps every element valid; `u8` has alignment 1.
+    Some(unsafe {
+        core::slice::from_raw_parts_mut(elements.as_mut_ptr().cast(), size_of_val(elements))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::device::Device;
+    use crate::dtype::DataType;
+    use crate::ffi::{DLDataTypeCode, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED};
+    use crate::tensor::ManagedTensor;
+
+    fn float4(bytes: Vec<u8>, shape: &[i64], strides: Option<&[i64]>, flags: u64) -> ManagedTensor {
+        // SAFETY: the vector holds the described elements (packed or one per byte, as
+        // `flags` says) at every position the shape and strides reach; it is the owner.
+        unsafe {
+            ManagedTensor::from_owner(
+                bytes,
+                |b| b.as_mut_ptr().cast(),
+                shape,
+                strides,
+                DataType::new(DLDataTypeCode::kDLFloat4_e2m1fn, 4, 1),
+                Device::CPU,
+                flags,
+            )
+        }
+        .unwrap()
+    }
+
+    fn copied(tensor: &ManagedTensor) -> Vec<u8> {
+        tensor.copy_c_order().unwrap().as_bytes().to_vec()
+    }
+
+    #[test]
+    fn packed_sub_byte_tensors_are_one_run() {
+        let t = float4(vec![0x21, 0x43], &[4], None, 0);
+        assert_eq!(t.c_order_len().unwrap(), 2);
+        assert_eq!(copied(&t), [0x21, 0x43]);
+        // Packed elements cannot be strided.
+        let t = float4(vec![0x21, 0x43], &[2], Some(&[2]), 0);
+        assert!(t.c_order_runs().is_err());
+    }
+
+    #[test]
+    fn padded_sub_byte_tensors_are_one_byte_per_element_in_any_layout() {
+        let padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+        let t = float4(vec![1, 2, 3, 4], &[4], None, padded);
+        assert_eq!(t.c_order_len().unwrap(), 4);
+        assert_eq!(copied(&t), [1, 2, 3, 4]);
+        let t = float4(vec![1, 2, 3, 4], &[2, 2], Some(&[1, 2]), padded);
+        assert_eq!(copied(&t), [1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn runs_follow_c_order_for_any_layout() {
+        let values: Vec<u16> = (0..12).collect();
+        // Transposed, reversed, broadcast.
+        for (offset, shape, strides, expected) in [
+            (
+                0,
+                vec![4, 3],
+                vec![1, 4],
+                vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11],
+            ),
+            (11, vec![3], vec![-5], vec![11, 6, 1]),
+            (2, vec![2, 3], vec![0, 1], vec![2, 3, 4, 2, 3, 4]),
+        ] {
+            let t = ManagedTensor::from_buffer(values.clone(), offset, &shape, &strides).unwrap();
+            let bytes = copied(&t);
+            let got: Vec<u16> = bytes
+                .chunks(2)
+                .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+                .collect();
+            assert_eq!(got, expected, "{shape:?} {strides:?}");
+        }
     }
 }

@@ -11,7 +11,10 @@
 
 mod abi;
 mod adapter;
-#[cfg_attr(not(any(feature = "pyo3", feature = "burn")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "pyo3", feature = "burn", feature = "safetensors")),
+    allow(dead_code)
+)]
 mod bytes;
 mod header;
 mod producer;
@@ -31,8 +34,10 @@ use crate::layout;
 
 pub(crate) use abi::{Abi, Raw, delete, with_abi};
 use adapter::{Adapter, wrap};
-#[cfg(any(feature = "pyo3", feature = "burn"))]
+#[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 pub(crate) use bytes::AlignedBytes;
+#[cfg(feature = "safetensors")]
+pub(crate) use bytes::{element_bytes_mut, zeroed_elements};
 pub(crate) use header::{Desc, build};
 
 /// An owned DLPack tensor: the one handle through which this crate holds a

@@ -1,0 +1,392 @@
+//! Weights on disk, each operation beside its anchors in one run, on a GPT-2-small-shaped
+//! file that the benchmark writes itself (148 float32 tensors, 124 M parameters, about
+//! 475 MiB; nothing is downloaded), with a warm page cache:
+//!
+//! - `map`: `map_safetensors` beside dlpark 0.10's `SafeTensorFile::open` and its
+//!   148 tensors, and the same map of a 10 MiB and a 1 GiB file of 148 tensors (the
+//!   cost of a map follows the header, not the file);
+//! - `read`: `read_safetensors` + `Gpt2::from_dlpack` into owned ndarray fields, beside
+//!   one `std::fs::read` of the file (one copy from the page cache, the floor for owned
+//!   memory);
+//! - `write`: `write_safetensors`, beside one `std::fs::write` of the same bytes and the
+//!   `safetensors` crate's `serialize_to_file` of the same tensors;
+//!
+//! then the read and the write again, alternating with their anchors (medians of 9
+//! rounds: the ratios on a shared disk), and the memory each operation adds (resident
+//! set, and the peak for the read and the write, from `/proc/self/status`), each in a
+//! fresh process.
+//!
+//! Run with `cargo bench -p dlpack-core --features safetensors --bench safetensors`
+//! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder).
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion};
+use dlpack_core::{FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
+use ndarray::{Array1, Array2};
+
+/// `nn.LayerNorm`.
+#[derive(ToDLPack, FromDLPack)]
+struct Norm {
+    weight: Array1<f32>,
+    bias: Array1<f32>,
+}
+
+/// GPT-2's `Conv1D` (a linear layer stored `[in, out]`).
+#[derive(ToDLPack, FromDLPack)]
+struct Conv1D {
+    weight: Array2<f32>,
+    bias: Array1<f32>,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct Attention {
+    c_attn: Conv1D,
+    c_proj: Conv1D,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct Mlp {
+    c_fc: Conv1D,
+    c_proj: Conv1D,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct Block {
+    ln_1: Norm,
+    attn: Attention,
+    ln_2: Norm,
+    mlp: Mlp,
+}
+
+/// GPT-2 small: 12 blocks of width 768, a 50,257-token vocabulary, 1,024 positions.
+#[derive(ToDLPack, FromDLPack)]
+struct Gpt2 {
+    wte: Array2<f32>,
+    wpe: Array2<f32>,
+    h: Vec<Block>,
+    ln_f: Norm,
+}
+
+/// An array of `shape` filled with a cheap pattern (so that no page is all zeros).
+fn filled<D: ndarray::Dimension>(
+    shape: impl ndarray::ShapeBuilder<Dim = D>,
+) -> ndarray::Array<f32, D> {
+    let mut array = ndarray::Array::zeros(shape);
+    for (i, x) in array.iter_mut().enumerate() {
+        *x = (i % 1021) as f32 * 0.001;
+    }
+    array
+}
+
+/// A GPT-2-shaped model of width `d` and vocabulary `vocab` (GPT-2 small: 768, 50,257).
+fn gpt2(d: usize, vocab: usize) -> Gpt2 {
+    let norm = || Norm {
+        weight: filled(d),
+        bias: filled(d),
+    };
+    let conv = |i: usize, o: usize| Conv1D {
+        weight: filled((i, o)),
+        bias: filled(o),
+    };
+    Gpt2 {
+        wte: filled((vocab, d)),
+        wpe: filled((1024, d)),
+        h: (0..12)
+            .map(|_| Block {
+                ln_1: norm(),
+                attn: Attention {
+                    c_attn: conv(d, 3 * d),
+                    c_proj: conv(d, d),
+                },
+                ln_2: norm(),
+                mlp: Mlp {
+                    c_fc: conv(d, 4 * d),
+                    c_proj: conv(4 * d, d),
+                },
+            })
+            .collect(),
+        ln_f: norm(),
+    }
+}
+
+/// Writes a model of that shape to `folder/name` once, and warms the page cache.
+fn model_file(folder: &Path, name: &str, d: usize, vocab: usize) -> PathBuf {
+    let path = folder.join(name);
+    if !path.exists() {
+        gpt2(d, vocab)
+            .to_dlpack()
+            .unwrap()
+            .write_safetensors(&path)
+            .unwrap();
+    }
+    black_box(std::fs::read(&path).unwrap());
+    path
+}
+
+/// `VmRSS` and `VmHWM` (the peak, since the last reset) of this process, in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the peak resident set to the current one (Linux `clear_refs` 5).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// What one operation adds to the resident set, measured in a fresh process (this
+/// program again, with `DLPACK_BENCH_MEMORY` set): a map until touched, the peak of a
+/// read into owned fields, the peak of a write beyond the tensors themselves.
+fn memory_of(op: &str, path: &Path, out: &Path) -> String {
+    let file = std::fs::metadata(path).unwrap().len();
+    match op {
+        "map" => {
+            let (before, _) = memory();
+            // SAFETY: the benchmark's own file, which nothing modifies while mapped.
+            let mapped = unsafe { TensorBatch::map_safetensors(path) }.unwrap();
+            let (after, _) = memory();
+            drop(mapped);
+            let added = after.saturating_sub(before);
+            format!(
+                "map, untouched: +{:.2} MiB ({:.3} % of the file)",
+                mib(added),
+                added as f64 / file as f64 * 100.0
+            )
+        }
+        "read" => {
+            let (before, _) = memory();
+            reset_peak();
+            let model = Gpt2::from_dlpack(TensorBatch::read_safetensors(path).unwrap()).unwrap();
+            let (_, peak) = memory();
+            drop(model);
+            let added = peak.saturating_sub(before);
+            format!(
+                "read into owned fields, peak: +{:.1} MiB ({:.3} x the file)",
+                mib(added),
+                added as f64 / file as f64
+            )
+        }
+        _ => {
+            let batch = TensorBatch::read_safetensors(path).unwrap();
+            let (before, _) = memory();
+            reset_peak();
+            batch.write_safetensors(out).unwrap();
+            let (_, peak) = memory();
+            let _ = std::fs::remove_file(out);
+            let added = peak.saturating_sub(before);
+            format!(
+                "write, peak beyond the tensors: +{:.2} MiB ({:.3} % of the file)",
+                mib(added),
+                added as f64 / file as f64 * 100.0
+            )
+        }
+    }
+}
+
+/// Medians of `rounds` timings of each of `runs`, taken in turn (every round runs each
+/// once), so that all of them see the same machine: on a shared disk the alternation
+/// matters more than the count.
+fn alternating(rounds: usize, runs: &mut [(&str, &mut dyn FnMut())]) -> Vec<Duration> {
+    let mut times = vec![Vec::with_capacity(rounds); runs.len()];
+    for _ in 0..rounds {
+        for ((_, run), times) in runs.iter_mut().zip(&mut times) {
+            let start = std::time::Instant::now();
+            run();
+            times.push(start.elapsed());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort();
+            t[t.len() / 2]
+        })
+        .collect()
+}
+
+fn print_alternating(title: &str, rounds: usize, runs: &mut [(&str, &mut dyn FnMut())]) {
+    let medians = alternating(rounds, runs);
+    println!("\n{title} (medians of {rounds}, alternating):");
+    for ((name, _), median) in runs.iter().zip(&medians) {
+        println!(
+            "  {name:<52} {:>9.1} ms   {:.3} x the first",
+            median.as_secs_f64() * 1e3,
+            median.as_secs_f64() / medians[0].as_secs_f64()
+        );
+    }
+}
+
+fn main() {
+    let temp = tempfile::tempdir().unwrap();
+    let folder = std::env::var_os("DLPACK_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| temp.path().to_owned());
+    let gpt2_path = model_file(&folder, "gpt2.safetensors", 768, 50257);
+    let out = folder.join("out.safetensors");
+    if let Ok(op) = std::env::var("DLPACK_BENCH_MEMORY") {
+        println!("{}", memory_of(&op, &gpt2_path, &out));
+        return;
+    }
+
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10))
+        .configure_from_args();
+
+    let mut group = c.benchmark_group("map");
+    group.bench_function("gpt2/dlpack-core map_safetensors", |b| {
+        b.iter_batched(
+            || (),
+            // SAFETY: the benchmark's own file, which nothing modifies while mapped.
+            |()| unsafe { TensorBatch::map_safetensors(&gpt2_path) }.unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("gpt2/dlpark SafeTensorFile open + tensors", |b| {
+        b.iter_batched(
+            || (),
+            |()| {
+                let file = dlpark::interop::safetensors::SafeTensorFile::open(&gpt2_path).unwrap();
+                file.names()
+                    .iter()
+                    .map(|name| file.tensor(name).unwrap())
+                    .collect::<Vec<_>>()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    // The same tensor count, 10 MiB and 1 GiB: a map costs its header.
+    for (name, d, vocab) in [("10MiB", 48, 50_000), ("1GiB", 1152, 65_000)] {
+        let path = model_file(&folder, &format!("{name}.safetensors"), d, vocab);
+        let size = std::fs::metadata(&path).unwrap().len();
+        group.bench_function(
+            format!("{name} ({:.0} MiB)/dlpack-core map_safetensors", mib(size)),
+            |b| {
+                b.iter_batched(
+                    || (),
+                    // SAFETY: as above.
+                    |()| unsafe { TensorBatch::map_safetensors(&path) }.unwrap(),
+                    BatchSize::PerIteration,
+                )
+            },
+        );
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("read");
+    group.bench_function(
+        "gpt2/dlpack-core read_safetensors + Gpt2::from_dlpack",
+        |b| {
+            b.iter(|| {
+                Gpt2::from_dlpack(TensorBatch::read_safetensors(&gpt2_path).unwrap()).unwrap()
+            })
+        },
+    );
+    group.bench_function("gpt2/std::fs::read", |b| {
+        b.iter(|| std::fs::read(&gpt2_path).unwrap())
+    });
+    group.finish();
+
+    let batch = TensorBatch::read_safetensors(&gpt2_path).unwrap();
+    let bytes = std::fs::read(&gpt2_path).unwrap();
+    let mut group = c.benchmark_group("write");
+    group.bench_function("gpt2/dlpack-core write_safetensors", |b| {
+        b.iter(|| batch.write_safetensors(&out).unwrap())
+    });
+    group.bench_function("gpt2/std::fs::write", |b| {
+        b.iter(|| std::fs::write(&out, &bytes).unwrap())
+    });
+    group.bench_function("gpt2/safetensors serialize_to_file", |b| {
+        b.iter(|| {
+            let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = batch
+                .iter()
+                .map(|(name, tensor)| (name, view(tensor)))
+                .collect();
+            safetensors::serialize_to_file(views, None, &out).unwrap()
+        })
+    });
+    group.finish();
+    let _ = std::fs::remove_file(&out);
+
+    // The same comparisons, alternating, for the ratios (medians on a noisy machine).
+    print_alternating(
+        "read, gpt2",
+        9,
+        &mut [
+            ("read_safetensors + Gpt2::from_dlpack", &mut || {
+                black_box(
+                    Gpt2::from_dlpack(TensorBatch::read_safetensors(&gpt2_path).unwrap()).unwrap(),
+                );
+            }),
+            ("std::fs::read", &mut || {
+                black_box(std::fs::read(&gpt2_path).unwrap());
+            }),
+        ],
+    );
+    print_alternating(
+        "write, gpt2",
+        9,
+        &mut [
+            ("write_safetensors", &mut || {
+                batch.write_safetensors(&out).unwrap()
+            }),
+            ("std::fs::write", &mut || {
+                std::fs::write(&out, &bytes).unwrap()
+            }),
+            ("safetensors serialize_to_file", &mut || {
+                let views: Vec<_> = batch.iter().map(|(n, t)| (n, view(t))).collect();
+                safetensors::serialize_to_file(views, None, &out).unwrap()
+            }),
+        ],
+    );
+    let _ = std::fs::remove_file(&out);
+    c.final_summary();
+    drop(batch);
+    drop(bytes);
+
+    let file = std::fs::metadata(&gpt2_path).unwrap().len();
+    println!(
+        "\nmemory, file of {:.1} MiB, each in a fresh process:",
+        mib(file)
+    );
+    for op in ["map", "read", "write"] {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("DLPACK_BENCH_MEMORY", op)
+            .env("DLPACK_BENCH_DIR", &folder)
+            .output()
+            .unwrap();
+        print!("  {}", String::from_utf8_lossy(&output.stdout));
+    }
+}
+
+/// A `safetensors` view of a C-contiguous float32 tensor's bytes.
+fn view(tensor: &ManagedTensor) -> safetensors::tensor::TensorView<'_> {
+    let shape: Vec<usize> = tensor.shape().iter().map(|&d| d as usize).collect();
+    let data = tensor.as_array::<f32, ndarray::IxDyn>().unwrap();
+    let values = data.as_slice().unwrap();
+    // SAFETY: the bytes of a slice of `f32`s, borrowed with it.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values)) };
+    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, bytes).unwrap()
+}

@@ -1,0 +1,330 @@
+//! A safetensors header, read as foreign input: its length, its JSON (names unique, the
+//! `__metadata__` map, every tensor's dtype, shape and offsets), and the checks that
+//! make the data section's layout safe to read (offsets in order, without overlaps or
+//! gaps, byte lengths that match, element counts that do not overflow, a data section
+//! of exactly the described size). Every problem is an [`Error::InvalidFile`] naming
+//! the file and, where there is one, the tensor.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use safetensors::Dtype;
+use safetensors::tensor::TensorInfo;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::ffi::DLDataTypeCode;
+
+/// The size of the header's length field.
+pub(super) const LENGTH_BYTES: usize = 8;
+
+/// The largest header the format allows (the reference implementation's limit).
+pub(super) const MAX_HEADER: usize = 100_000_000;
+
+/// One tensor of a file.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) name: String,
+    pub(super) dtype: DataType,
+    pub(super) shape: Vec<usize>,
+    /// Offsets in the data section, `begin..end`.
+    pub(super) begin: usize,
+    pub(super) end: usize,
+}
+
+/// A parsed and checked header.
+#[derive(Debug)]
+pub(super) struct Header {
+    /// The tensors, in the header's order.
+    pub(super) entries: Vec<Entry>,
+    pub(super) metadata: BTreeMap<String, String>,
+    /// Where the data section starts in the file.
+    pub(super) data_start: usize,
+    /// The file, for errors.
+    pub(super) path: std::path::PathBuf,
+}
+
+/// An [`Error::InvalidFile`] about `path` (and `tensor`).
+pub(super) fn invalid(path: &Path, tensor: Option<&str>, reason: impl Into<String>) -> Error {
+    Error::InvalidFile {
+        path: path.to_owned(),
+        tensor: tensor.map(str::to_owned),
+        reason: reason.into(),
+    }
+}
+
+/// The header's length from the file's first bytes, checked against the file's length
+/// and the format's limit.
+pub(super) fn header_length(path: &Path, first: &[u8], file_len: u64) -> Result<usize> {
+    let Some(bytes) = first.get(..LENGTH_BYTES) else {
+        return Err(invalid(
+            path,
+            None,
+            format!("the file has {file_len} bytes, fewer than the 8 of the header's length"),
+        ));
+    };
+    let mut length = [0u8; LENGTH_BYTES];
+    length.copy_from_slice(bytes);
+    let n = u64::from_le_bytes(length);
+    if n > MAX_HEADER as u64 {
+        return Err(invalid(
+            path,
+            None,
+            format!("the header's length {n} is above the format's limit of {MAX_HEADER} bytes"),
+        ));
+    }
+    if n > file_len - LENGTH_BYTES as u64 {
+        return Err(invalid(
+            path,
+            None,
+            format!(
+                "the header's length {n} goes past the end of the file ({} bytes after the \
+                 length)",
+                file_len - LENGTH_BYTES as u64
+            ),
+        ));
+    }
+    // Below the limit, so it fits.
+    Ok(n as usize)
+}
+
+/// Parses and checks the header text `json` of a file of `file_len` bytes.
+pub(super) fn parse(path: &Path, json: &[u8], file_len: u64) -> Result<Header> {
+    let text = core::str::from_utf8(json)
+        .map_err(|e| invalid(path, None, format!("the header is not UTF-8: {e}")))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let raw = deserializer
+        .deserialize_map(HeaderVisitor)
+        .and_then(|raw| deserializer.end().map(|()| raw))
+        .map_err(|e| {
+            invalid(
+                path,
+                None,
+                format!("the header is not a valid JSON header: {e}"),
+            )
+        })?;
+    let mut entries = Vec::with_capacity(raw.tensors.len());
+    for (name, info) in raw.tensors {
+        let dtype = data_type(info.dtype).ok_or_else(|| {
+            invalid(
+                path,
+                Some(&name),
+                format!("dtype {:?} is not supported", info.dtype),
+            )
+        })?;
+        let (begin, end) = info.data_offsets;
+        entries.push(Entry {
+            name,
+            dtype,
+            shape: info.shape,
+            begin,
+            end,
+        });
+    }
+    let data_len = check_layout(path, &entries)?;
+    let data_start = LENGTH_BYTES + json.len();
+    let found = file_len - data_start as u64;
+    if found != data_len as u64 {
+        let what = if found < data_len as u64 {
+            "truncated"
+        } else {
+            "longer than described"
+        };
+        return Err(invalid(
+            path,
+            None,
+            format!(
+                "the data section is {what}: the header describes {data_len} bytes, the file \
+                 holds {found}"
+            ),
+        ));
+    }
+    Ok(Header {
+        entries,
+        metadata: raw.metadata,
+        data_start,
+        path: path.to_owned(),
+    })
+}
+
+/// Checks that the tensors, in offset order, cover the data section from 0 without a gap
+/// or an overlap, each with the byte length its dtype and shape call for; returns the
+/// data section's length.
+fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
+    let mut order: Vec<&Entry> = entries.iter().collect();
+    order.sort_by_key(|e| (e.begin, e.end));
+    let mut at = 0usize;
+    for entry in order {
+        let name = Some(entry.name.as_str());
+        if entry.end < entry.begin {
+            return Err(invalid(
+                path,
+                name,
+                format!(
+                    "its offsets [{}, {}] are out of order",
+                    entry.begin, entry.end
+                ),
+            ));
+        }
+        if entry.begin != at {
+            let what = if entry.begin < at {
+                "overlaps the tensor before it"
+            } else {
+                "leaves a gap after the tensor before it"
+            };
+            return Err(invalid(
+                path,
+                name,
+                format!(
+                    "it starts at byte {} and {what}, which ends at {at}",
+                    entry.begin
+                ),
+            ));
+        }
+        let count = entry
+            .shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| {
+                invalid(
+                    path,
+                    name,
+                    format!("its shape {:?} has too many elements", entry.shape),
+                )
+            })?;
+        let bits = count
+            .checked_mul(usize::from(entry.dtype.bits()))
+            .ok_or_else(|| invalid(path, name, "its byte size overflows"))?;
+        if bits % 8 != 0 {
+            return Err(invalid(
+                path,
+                name,
+                format!(
+                    "{count} elements of {} bits are not a whole number of bytes",
+                    entry.dtype.bits()
+                ),
+            ));
+        }
+        let size = bits / 8;
+        if entry.end - entry.begin != size {
+            return Err(invalid(
+                path,
+                name,
+                format!(
+                    "it has {} bytes, but {count} elements of {} take {size}",
+                    entry.end - entry.begin,
+                    entry.dtype
+                ),
+            ));
+        }
+        if isize::try_from(size).is_err() || i64::try_from(count).is_err() {
+            return Err(invalid(path, name, "it is larger than the address space"));
+        }
+        at = entry.end;
+    }
+    Ok(at)
+}
+
+/// The DLPack type of a safetensors dtype (all 22 that safetensors 0.8 writes).
+pub(super) fn data_type(dtype: Dtype) -> Option<DataType> {
+    let float = |code, bits| DataType::new(code, bits, 1);
+    Some(match dtype {
+        Dtype::BOOL => DataType::BOOL,
+        Dtype::U8 => DataType::U8,
+        Dtype::I8 => DataType::I8,
+        Dtype::U16 => DataType::U16,
+        Dtype::I16 => DataType::I16,
+        Dtype::U32 => DataType::U32,
+        Dtype::I32 => DataType::I32,
+        Dtype::U64 => DataType::U64,
+        Dtype::I64 => DataType::I64,
+        Dtype::F16 => DataType::F16,
+        Dtype::BF16 => DataType::BF16,
+        Dtype::F32 => DataType::F32,
+        Dtype::F64 => DataType::F64,
+        Dtype::C64 => DataType::C64,
+        // safetensors' F8_E4M3 is the finite ("fn") variant, as PyTorch's float8_e4m3fn.
+        Dtype::F8_E4M3 => float(DLDataTypeCode::kDLFloat8_e4m3fn, 8),
+        Dtype::F8_E5M2 => float(DLDataTypeCode::kDLFloat8_e5m2, 8),
+        Dtype::F8_E4M3FNUZ => float(DLDataTypeCode::kDLFloat8_e4m3fnuz, 8),
+        Dtype::F8_E5M2FNUZ => float(DLDataTypeCode::kDLFloat8_e5m2fnuz, 8),
+        Dtype::F8_E8M0 => float(DLDataTypeCode::kDLFloat8_e8m0fnu, 8),
+        Dtype::F6_E2M3 => float(DLDataTypeCode::kDLFloat6_e2m3fn, 6),
+        Dtype::F6_E3M2 => float(DLDataTypeCode::kDLFloat6_e3m2fn, 6),
+        Dtype::F4 => float(DLDataTypeCode::kDLFloat4_e2m1fn, 4),
+        _ => return None,
+    })
+}
+
+/// The safetensors dtype of a DLPack type, if the format has one.
+pub(super) fn safetensors_dtype(dtype: DataType) -> Option<Dtype> {
+    const ALL: [Dtype; 22] = [
+        Dtype::BOOL,
+        Dtype::U8,
+        Dtype::I8,
+        Dtype::U16,
+        Dtype::I16,
+        Dtype::U32,
+        Dtype::I32,
+        Dtype::U64,
+        Dtype::I64,
+        Dtype::F16,
+        Dtype::BF16,
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::C64,
+        Dtype::F8_E4M3,
+        Dtype::F8_E5M2,
+        Dtype::F8_E4M3FNUZ,
+        Dtype::F8_E5M2FNUZ,
+        Dtype::F8_E8M0,
+        Dtype::F6_E2M3,
+        Dtype::F6_E3M2,
+        Dtype::F4,
+    ];
+    ALL.into_iter().find(|&d| data_type(d) == Some(dtype))
+}
+
+/// What the header's JSON holds, before the checks.
+struct RawHeader {
+    tensors: Vec<(String, TensorInfo)>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// Reads the header's top-level object key by key, refusing a name given twice (a map
+/// would keep one of them silently).
+struct HeaderVisitor;
+
+impl<'de> Visitor<'de> for HeaderVisitor {
+    type Value = RawHeader;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of tensors and an optional `__metadata__` object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<RawHeader, A::Error> {
+        let mut tensors = Vec::new();
+        let mut seen = HashSet::new();
+        let mut metadata = None;
+        while let Some(name) = map.next_key::<String>()? {
+            if !seen.insert(name.clone()) {
+                return Err(de::Error::custom(format!(
+                    "the name `{name}` appears twice"
+                )));
+            }
+            if name == "__metadata__" {
+                let values: HashMap<String, String> = map.next_value()?;
+                metadata = Some(values.into_iter().collect());
+            } else {
+                let info: TensorInfo = map.next_value()?;
+                tensors.push((name, info));
+            }
+        }
+        Ok(RawHeader {
+            tensors,
+            metadata: metadata.unwrap_or_default(),
+        })
+    }
+}
