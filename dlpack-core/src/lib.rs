@@ -118,6 +118,37 @@
 //! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop, `dlpark` the dlpark bridge,
 //! `burn` burn's flex tensors and `safetensors` weights on disk ([`safetensors`]).
 //! With `--no-default-features` the crate is the bare ABI and ownership layer.
+// Links to items that only some features build: to the item where it exists, else to
+// its page on docs.rs (built with every feature), so that the documentation builds with
+// any set of features.
+#![cfg_attr(feature = "dlpark", doc = "[`dlpark`]: crate::dlpark")]
+#![cfg_attr(
+    not(feature = "dlpark"),
+    doc = "[`dlpark`]: https://docs.rs/dlpack-core/latest/dlpack_core/dlpark/index.html"
+)]
+#![cfg_attr(feature = "burn", doc = "[`burn`]: crate::burn")]
+#![cfg_attr(
+    not(feature = "burn"),
+    doc = "[`burn`]: https://docs.rs/dlpack-core/latest/dlpack_core/burn/index.html"
+)]
+#![cfg_attr(feature = "pyo3", doc = "[`python`]: crate::python")]
+#![cfg_attr(
+    not(feature = "pyo3"),
+    doc = "[`python`]: https://docs.rs/dlpack-core/latest/dlpack_core/python/index.html"
+)]
+#![cfg_attr(feature = "safetensors", doc = "[`safetensors`]: crate::safetensors")]
+#![cfg_attr(
+    not(feature = "safetensors"),
+    doc = "[`safetensors`]: https://docs.rs/dlpack-core/latest/dlpack_core/safetensors/index.html"
+)]
+#![cfg_attr(
+    feature = "safetensors",
+    doc = "[`TensorBatch::read_safetensors`]: crate::TensorBatch::read_safetensors"
+)]
+#![cfg_attr(
+    not(feature = "safetensors"),
+    doc = "[`TensorBatch::read_safetensors`]: https://docs.rs/dlpack-core/latest/dlpack_core/struct.TensorBatch.html#method.read_safetensors"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod device;
