@@ -118,6 +118,7 @@
 //! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop, `dlpark` the dlpark bridge,
 //! `burn` burn's flex tensors and `safetensors` weights on disk ([`safetensors`]).
 //! With `--no-default-features` the crate is the bare ABI and ownership layer.
+//!
 // Links to items that only some features build: to the item where it exists, else to
 // its page on docs.rs (built with every feature), so that the documentation builds with
 // any set of features.

@@ -785,6 +785,27 @@ fn malformed_files_are_typed_errors() {
             "not a valid JSON",
         ),
         (
+            "an extent that does not fit an i64",
+            file_with(
+                r#"{"a":{"dtype":"F8_E4M3","shape":[0,18446744073709551615],"data_offsets":[0,0]}}"#,
+                &[],
+            ),
+            Some("a"),
+            "does not fit an i64",
+        ),
+        (
+            "a shape of 2000 extents",
+            file_with(
+                &format!(
+                    r#"{{"a":{{"dtype":"U8","shape":[{}],"data_offsets":[0,1]}}}}"#,
+                    vec!["1"; 2000].join(",")
+                ),
+                &[0],
+            ),
+            None,
+            "more than 1024 extents",
+        ),
+        (
             "an empty name",
             file_with(
                 r#"{"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
@@ -926,4 +947,122 @@ fn a_model_loads_strictly_from_a_file_with_every_name_reported() {
         text.contains("fc2.bias") && text.contains("extra"),
         "{text}"
     );
+}
+
+/// The same batch always gives the same file, metadata of several keys included.
+#[test]
+fn writes_are_deterministic() {
+    let dir = folder();
+    let batch = every_dtype_batch();
+    let files: Vec<Vec<u8>> = (0..4)
+        .map(|i| {
+            let path = dir.path().join(format!("{i}.safetensors"));
+            batch.write_safetensors(&path).unwrap();
+            std::fs::read(&path).unwrap()
+        })
+        .collect();
+    assert!(files.windows(2).all(|w| w[0] == w[1]));
+}
+
+/// Empty tensors may have extents whose product overflows: strides are 0, never wrapped.
+#[test]
+fn empty_tensors_with_huge_extents_have_zero_strides() {
+    let dir = folder();
+    let path = dir.path().join("empty.safetensors");
+    std::fs::write(
+        &path,
+        file_with(
+            r#"{"a":{"dtype":"U8","shape":[0,3,4611686018427387904],"data_offsets":[0,0]},"__metadata__":null}"#,
+            &[],
+        ),
+    )
+    .unwrap();
+    let read = TensorBatch::read_safetensors(&path).unwrap();
+    let a = read.get("a").unwrap();
+    assert_eq!(a.shape(), [0, 3, 1 << 62]);
+    assert_eq!(a.strides(), Some(&[0, 0, 0][..]));
+    assert!(
+        read.metadata().is_empty(),
+        "`__metadata__: null` is no metadata"
+    );
+}
+
+#[test]
+fn a_sub_byte_tensor_of_an_odd_size_is_refused_by_name() {
+    let dir = folder();
+    let path = dir.path().join("f4.safetensors");
+    let mut batch = TensorBatch::new();
+    let f4 = DataType::new(DLDataTypeCode::kDLFloat4_e2m1fn, 4, 1);
+    batch
+        .insert("odd", bytes_tensor(vec![0x21, 0x03], &[3], f4))
+        .unwrap();
+    let err = batch.write_safetensors(&path).unwrap_err();
+    let (tensor, reason) = invalid_reason(&err);
+    assert_eq!(tensor.as_deref(), Some("odd"));
+    assert!(reason.contains("whole number of bytes"), "{err}");
+    assert!(!path.exists());
+}
+
+/// A save replaces the file a symbolic link points to (the link stays), keeps the
+/// permissions of a file it replaces, and works whatever the length of the name.
+#[test]
+#[cfg(unix)]
+#[cfg_attr(
+    miri,
+    ignore = "permissions and links are system calls Miri does not model"
+)]
+fn a_save_keeps_links_permissions_and_long_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = folder();
+    let batch = every_dtype_batch();
+    let private = dir.path().join("private.safetensors");
+    batch.write_safetensors(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    batch.write_safetensors(&private).unwrap();
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let link = dir.path().join("link.safetensors");
+    std::os::unix::fs::symlink(&private, &link).unwrap();
+    let mut small = TensorBatch::new();
+    small
+        .insert("x", bytes_tensor(vec![1, 2], &[2], DataType::U8))
+        .unwrap();
+    small.write_safetensors(&link).unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let read = TensorBatch::read_safetensors(&private).unwrap();
+    assert_eq!(read.names().collect::<Vec<_>>(), ["x"]);
+
+    let long = dir.path().join(format!("{}.st", "w".repeat(250)));
+    small.write_safetensors(&long).unwrap();
+    assert_eq!(TensorBatch::read_safetensors(&long).unwrap().len(), 1);
+    // Nothing else is left in the folder.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+}
+
+/// A complex64 tensor at an offset that is 4 but not 8 bytes aligned is copied once when
+/// mapped (its consumers, PyTorch among them, read 8-byte elements).
+#[test]
+#[cfg_attr(miri, ignore = "maps a file")]
+fn a_complex_tensor_is_aligned_to_its_size() {
+    let dir = folder();
+    let path = dir.path().join("c64.safetensors");
+    let header = r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"c":{"dtype":"C64","shape":[1],"data_offsets":[4,12]}}"#;
+    let padded = format!("{header:<width$}", width = header.len().next_multiple_of(8));
+    let mut data = 1.0f32.to_le_bytes().to_vec();
+    data.extend_from_slice(&2.0f32.to_le_bytes());
+    data.extend_from_slice(&3.0f32.to_le_bytes());
+    std::fs::write(&path, file_with(&padded, &data)).unwrap();
+    // SAFETY: the file lives in a private folder that nothing else touches.
+    let mapped = unsafe { TensorBatch::map_safetensors(&path) }.unwrap();
+    assert!(!mapped.get("a").unwrap().is_copied());
+    let c = mapped.get("c").unwrap();
+    assert!(c.is_copied());
+    assert_eq!(c.data_ptr() as usize % 8, 0);
+    assert_eq!(raw_bytes(c, 8), data[4..]);
 }

@@ -231,3 +231,21 @@ def test_saving_a_cuda_tensor_or_a_wrong_name_is_an_error(ext, tmp_path):
     with pytest.raises(TypeError, match="names must be str|'int' object"):
         ext.save_safetensors({1: np.zeros(2)}, path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_larger_than_memory_maps(ext, tmp_path):
+    # A private mapping reserves no swap: a sparse file twice the size of memory and swap
+    # together maps (pages are read when touched; none is, but the header's).
+    with open("/proc/meminfo") as f:
+        info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+    size = 2 * (info["MemTotal"] + info.get("SwapTotal", 0))
+    header = ('{"big":{"dtype":"U8","shape":[%d],"data_offsets":[0,%d]}}' % (size, size)).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "big.safetensors"
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + size)
+    loaded, _ = ext.map_safetensors(path)
+    assert loaded["big"].shape == (size,)
+    del loaded
+    gc.collect()

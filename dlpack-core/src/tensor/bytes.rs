@@ -219,15 +219,20 @@ impl ManagedTensor {
 /// Bytes in a zeroed buffer aligned to 16 bytes (every DLPack element type's alignment
 /// at most): the home of a copy whose element type Rust may not have.
 pub(crate) struct AlignedBytes {
-    words: Vec<u128>,
+    words: Vec<Block>,
     len: usize,
 }
+
+/// Sixteen bytes, aligned to 16 on every target (`u128`'s alignment varies).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Block([u8; 16]);
 
 impl AlignedBytes {
     /// `len` zero bytes; [`Error::AllocationFailed`] when they cannot be allocated.
     pub(crate) fn zeroed(len: usize) -> Result<Self> {
-        // SAFETY: zero bits are a valid `u128`.
-        let words = unsafe { zeroed_vec::<u128>(len.div_ceil(16)) }
+        // SAFETY: zero bytes are a valid `Block`.
+        let words = unsafe { zeroed_vec::<Block>(len.div_ceil(16)) }
             .map_err(|_| Error::AllocationFailed { bytes: len })?;
         Ok(Self { words, len })
     }
@@ -237,15 +242,15 @@ impl AlignedBytes {
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY:
         // - the vector holds at least `len` initialised bytes (`len.div_ceil(16)`
-        //   zero-initialised `u128`s), borrowed with `self`;
+        //   zero-initialised blocks of 16), borrowed with `self`;
         // - `u8` accepts every byte and has alignment 1.
         unsafe { core::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
     }
 
     /// The bytes, writable.
     pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_bytes`, through the unique borrow of `self`; a `u128` accepts
-        // every bit pattern, so any byte written keeps the words valid.
+        // SAFETY: as in `as_bytes`, through the unique borrow of `self`; a block accepts
+        // every byte, so any byte written keeps it valid.
         unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
     }
 
@@ -311,6 +316,23 @@ pub(crate) fn zeroed_elements<A: Element>(len: usize) -> Result<Vec<A>> {
     // SAFETY: all-zero bytes are a valid value of every element type (`Element`'s
     // contract: every bit pattern, or for `bool` the bytes 0 and 1).
     unsafe { zeroed_vec::<A>(len) }
+}
+
+/// The bytes as `bool`s, in the same allocation, if every one is 0 or 1; else the index
+/// and value of the first that is not.
+#[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
+pub(crate) fn into_bools(bytes: Vec<u8>) -> core::result::Result<Vec<bool>, (usize, u8)> {
+    if let Some(index) = bytes.iter().position(|&b| b > 1) {
+        return Err((index, bytes[index]));
+    }
+    let mut bytes = core::mem::ManuallyDrop::new(bytes);
+    let (ptr, len, capacity) = (bytes.as_mut_ptr(), bytes.len(), bytes.capacity());
+    // SAFETY:
+    // - the allocation was made by the global allocator for `capacity` `u8`s, which is
+    //   the layout of `capacity` `bool`s (same size and alignment);
+    // - its `len` values are initialised, each 0 or 1 (checked above): valid `bool`s;
+    // - the vector of bytes is never used or dropped again (`ManuallyDrop`).
+    Ok(unsafe { Vec::from_raw_parts(ptr.cast::<bool>(), len, capacity) })
 }
 
 /// The bytes of elements whose every bit pattern is valid (every [`Element`] but

@@ -37,7 +37,7 @@ use adapter::{Adapter, wrap};
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 pub(crate) use bytes::AlignedBytes;
 #[cfg(feature = "safetensors")]
-pub(crate) use bytes::{element_bytes_mut, zeroed_elements};
+pub(crate) use bytes::{element_bytes_mut, into_bools, zeroed_elements};
 pub(crate) use header::{Desc, build};
 
 /// An owned DLPack tensor: the one handle through which this crate holds a

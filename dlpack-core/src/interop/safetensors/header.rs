@@ -10,8 +10,8 @@ use std::fmt;
 use std::path::Path;
 
 use safetensors::Dtype;
-use safetensors::tensor::TensorInfo;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -22,6 +22,11 @@ pub(super) const LENGTH_BYTES: usize = 8;
 
 /// The largest header the format allows (the reference implementation's limit).
 pub(super) const MAX_HEADER: usize = 100_000_000;
+
+/// The largest rank read from a file (NumPy's own limit is 64): a longer shape is an
+/// error while it is parsed, so that a header cannot make its parse use many times its
+/// own size in memory.
+const MAX_RANK: usize = 1024;
 
 /// One tensor of a file.
 #[derive(Debug)]
@@ -222,6 +227,14 @@ fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
         if isize::try_from(size).is_err() || i64::try_from(count).is_err() {
             return Err(invalid(path, name, "it is larger than the address space"));
         }
+        if let Some(&extent) = entry.shape.iter().find(|&&d| i64::try_from(d).is_err()) {
+            // An empty tensor may have any extents, but a DLPack extent is an `i64`.
+            return Err(invalid(
+                path,
+                name,
+                format!("its extent {extent} does not fit an i64"),
+            ));
+        }
         at = entry.end;
     }
     Ok(at)
@@ -293,6 +306,42 @@ struct RawHeader {
     metadata: BTreeMap<String, String>,
 }
 
+/// One tensor's entry, as the format writes it.
+#[derive(Deserialize)]
+struct TensorInfo {
+    dtype: Dtype,
+    #[serde(deserialize_with = "shape")]
+    shape: Vec<usize>,
+    data_offsets: (usize, usize),
+}
+
+/// A shape of at most [`MAX_RANK`] extents.
+fn shape<'de, D: Deserializer<'de>>(deserializer: D) -> core::result::Result<Vec<usize>, D::Error> {
+    struct Shape;
+    impl<'de> Visitor<'de> for Shape {
+        type Value = Vec<usize>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a list of at most {MAX_RANK} extents")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> core::result::Result<Vec<usize>, A::Error> {
+            let mut shape = Vec::new();
+            while let Some(extent) = seq.next_element::<usize>()? {
+                if shape.len() == MAX_RANK {
+                    return Err(de::Error::custom(format!(
+                        "a shape of more than {MAX_RANK} extents"
+                    )));
+                }
+                shape.push(extent);
+            }
+            Ok(shape)
+        }
+    }
+    deserializer.deserialize_seq(Shape)
+}
+
 /// Reads the header's top-level object key by key, refusing a name given twice (a map
 /// would keep one of them silently).
 struct HeaderVisitor;
@@ -315,8 +364,9 @@ impl<'de> Visitor<'de> for HeaderVisitor {
                 )));
             }
             if name == "__metadata__" {
-                let values: HashMap<String, String> = map.next_value()?;
-                metadata = Some(values.into_iter().collect());
+                // `null` is no metadata, as the reference implementation reads it.
+                let values: Option<HashMap<String, String>> = map.next_value()?;
+                metadata = values.map(|values| values.into_iter().collect());
             } else {
                 let info: TensorInfo = map.next_value()?;
                 tensors.push((name, info));

@@ -14,13 +14,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::{MmapMut, MmapOptions};
-use safetensors::tensor::{Metadata, TensorInfo};
+use safetensors::tensor::TensorInfo;
 
 use crate::device::Device;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
-use crate::ffi::{DLDataTypeCode, DLPACK_FLAG_BITMASK_IS_COPIED};
-use crate::tensor::{AlignedBytes, ManagedTensor, element_bytes_mut, zeroed_elements};
+use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
+use crate::tensor::{AlignedBytes, ManagedTensor, element_bytes_mut, into_bools, zeroed_elements};
 use crate::tensor_batch::TensorBatch;
 
 use header::{Entry, Header, LENGTH_BYTES, MAX_HEADER, header_length, invalid};
@@ -59,17 +59,26 @@ fn element_count(entry: &Entry) -> usize {
     entry.shape.iter().product()
 }
 
-/// C-contiguous strides for a checked shape, in elements.
+/// C-contiguous strides for a checked shape, in elements; all 0 for an empty one (whose
+/// extents may multiply past any integer, and which addresses no element).
 fn c_strides(shape: &[usize]) -> Vec<isize> {
     let mut strides = vec![0isize; shape.len()];
+    if shape.contains(&0) {
+        return strides;
+    }
     let mut stride = 1usize;
     for (out, &extent) in strides.iter_mut().zip(shape).rev() {
-        // The element count fits `isize` (`check_layout`), and so does every partial
-        // product of a non-empty shape; an empty one has no element to address.
+        // The element count of a non-empty shape fits `isize` (`check_layout`), and so
+        // does every partial product of it.
         *out = stride as isize;
         stride = stride.saturating_mul(extent);
     }
     strides
+}
+
+/// The shape as DLPack's `i64`s (`check_layout` proved that every extent fits).
+fn dlpack_shape(entry: &Entry) -> Vec<i64> {
+    entry.shape.iter().map(|&d| d as i64).collect()
 }
 
 /// Reads the `entry.end - entry.begin` bytes of one tensor from `source` into a buffer
@@ -101,7 +110,7 @@ fn owned_tensor(
     // types in a build without those features): its bytes, 16-byte aligned.
     let mut bytes = AlignedBytes::zeroed(entry.end - entry.begin)?;
     read_into(path, source, bytes.as_bytes_mut())?;
-    let shape: Vec<i64> = entry.shape.iter().map(|&d| d as i64).collect();
+    let shape = dlpack_shape(entry);
     // SAFETY:
     // - the buffer holds the tensor's `ceil(elements * bits / 8)` bytes in C order, as
     //   the format stores them, 16-byte aligned, kept alive and unmoved by the owner
@@ -145,8 +154,7 @@ fn typed<A: Element>(
     drop(values);
     let mut bytes = zeroed_elements::<u8>(count)?;
     read_into(path, source, &mut bytes)?;
-    check_bools(path, entry, &bytes)?;
-    let bools: Vec<bool> = bytes.into_iter().map(|b| b == 1).collect();
+    let bools = into_bools(bytes).map_err(|(index, byte)| not_a_bool(path, entry, index, byte))?;
     ManagedTensor::from_buffer_with_flags(bools, 0, &entry.shape, &strides, flags)
 }
 
@@ -155,35 +163,31 @@ fn typed<A: Element>(
 /// bytes through its own pointer.
 struct Mapping(#[allow(dead_code)] MmapMut);
 
-/// The alignment a tensor's data needs: that of its element type (a complex number's
-/// that of its parts), 1 below a byte.
+/// The alignment a mapped tensor's data gets: its element size (what consumers such as
+/// PyTorch assume, a complex number's whole size included), 1 below a byte.
 fn alignment(dtype: DataType) -> usize {
     let bits = usize::from(dtype.bits()) * usize::from(dtype.lanes());
     if bits % 8 != 0 {
         return 1;
     }
-    let size = bits / 8;
-    let size = if dtype.code() == DLDataTypeCode::kDLComplex {
-        size / 2
-    } else {
-        size
-    };
     // The largest power of two dividing the size, at most 16.
-    (1 << size.trailing_zeros().min(4)).max(1)
+    1 << (bits / 8).trailing_zeros().min(4)
+}
+
+/// The error of a `bool` element that holds `byte`, neither 0 nor 1.
+fn not_a_bool(path: &Path, entry: &Entry, index: usize, byte: u8) -> Error {
+    invalid(
+        path,
+        Some(&entry.name),
+        format!("element {index} holds byte {byte}, and a bool must be 0 or 1"),
+    )
 }
 
 /// Checks that every byte of a `bool` tensor is 0 or 1.
 fn check_bools(path: &Path, entry: &Entry, bytes: &[u8]) -> Result<()> {
     match bytes.iter().position(|&b| b > 1) {
         None => Ok(()),
-        Some(index) => Err(invalid(
-            path,
-            Some(&entry.name),
-            format!(
-                "element {index} holds byte {}, and a bool must be 0 or 1",
-                bytes[index]
-            ),
-        )),
+        Some(index) => Err(not_a_bool(path, entry, index, bytes[index])),
     }
 }
 
@@ -224,7 +228,9 @@ impl TensorBatch {
 
     /// Maps a safetensors file into memory: O(header) time, pages read from the file
     /// when first touched, every tensor a view into one private (copy-on-write)
-    /// mapping that the last tensor alive keeps open.
+    /// mapping that the last tensor alive keeps open. No swap is reserved for the
+    /// private pages, so a file larger than memory maps (a page is found when it is
+    /// first written, as for any memory under the system's overcommit).
     ///
     /// Tensors are exclusive and writable: writes go to private pages, never to the
     /// file, so PyTorch, tch-rs and burn take them without a copy (as
@@ -250,15 +256,20 @@ impl TensorBatch {
         }
         // SAFETY:
         // - a private, writable mapping of the whole file: writes go to private pages;
+        //   no swap is reserved for them up front (so that a file larger than memory
+        //   maps), and a page is found when it is first written, as for any memory
+        //   under overcommit;
         // - the caller guarantees that the file is neither modified nor truncated while
         //   the mapping (kept by the tensors) lives, so that its pages hold the file's
         //   bytes and stay readable.
-        let mut map =
-            unsafe { MmapOptions::new().map_copy(&file) }.map_err(|e| Error::io(path, &e))?;
+        let mut map = unsafe { MmapOptions::new().no_reserve_swap().map_copy(&file) }
+            .map_err(|e| Error::io(path, &e))?;
+        // What was mapped is what is parsed, whatever the file's length said before.
+        let map_len = map.len() as u64;
         let header = {
             let bytes: &[u8] = &map;
-            let n = header_length(path, bytes, file_len)?;
-            header::parse(path, &bytes[LENGTH_BYTES..LENGTH_BYTES + n], file_len)?
+            let n = header_length(path, bytes, map_len)?;
+            header::parse(path, &bytes[LENGTH_BYTES..LENGTH_BYTES + n], map_len)?
         };
         let base = map.as_mut_ptr();
         let mapping = Arc::new(Mapping(map));
@@ -269,12 +280,21 @@ impl TensorBatch {
             let data = base.wrapping_add(header.data_start + entry.begin);
             let len = entry.end - entry.begin;
             // SAFETY:
-            // - `len` bytes from `data` lie inside the mapping (above), which `mapping`
-            //   keeps alive, and no tensor has been given them yet: the offsets of
-            //   distinct tensors do not overlap (`parse`);
+            // - `len` bytes from `data` lie inside the mapping (`parse` checked the data
+            //   section against the mapping's own length), which `mapping` keeps alive,
+            //   and no tensor has been given them yet: the offsets of distinct tensors
+            //   do not overlap (`parse`; empty tensors may share an address, and cover
+            //   no byte);
             // - nobody writes them meanwhile (the caller's contract for other processes;
             //   this function only reads).
             let bytes: &[u8] = unsafe { core::slice::from_raw_parts(data, len) };
+            if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
+                return Err(invalid(
+                    path,
+                    Some(&entry.name),
+                    "safetensors data is little-endian, and this target is big-endian",
+                ));
+            }
             if (data as usize) % alignment(entry.dtype) != 0 {
                 let copy = owned_tensor(path, entry, &mut &*bytes, DLPACK_FLAG_BITMASK_IS_COPIED)?;
                 tensors.push(Some(copy));
@@ -283,7 +303,7 @@ impl TensorBatch {
             if entry.dtype == DataType::BOOL {
                 check_bools(path, entry, bytes)?;
             }
-            let shape: Vec<i64> = entry.shape.iter().map(|&d| d as i64).collect();
+            let shape = dlpack_shape(entry);
             // SAFETY:
             // - `data` addresses the tensor's bytes in the private mapping: its elements
             //   in C order (the strides given are C-contiguous), aligned for the dtype
@@ -316,7 +336,11 @@ impl TensorBatch {
     /// in the same folder that is then renamed to `path`, so that a failed or
     /// interrupted save never leaves a truncated file under the name (a file already
     /// there is replaced only by a complete one, and a mapping of it keeps the old
-    /// contents). [`metadata`](Self::metadata) becomes `__metadata__`.
+    /// contents; the new file is not synced to disk before the rename, as
+    /// `std::fs::write` does not sync). A file replaced keeps its permissions, and a
+    /// symbolic link at `path` keeps pointing to the file it names, which is the one
+    /// replaced. [`metadata`](Self::metadata) becomes `__metadata__` (keys sorted), and
+    /// the same batch always gives the same bytes.
     ///
     /// As the reference writer does, tensors are laid out by decreasing element size,
     /// after a header padded to 8 bytes, so that each is aligned when the file is
@@ -328,7 +352,8 @@ impl TensorBatch {
     /// ([`Error::UnsupportedDevice`]), of a dtype safetensors has no name for
     /// ([`Error::UnsupportedDtype`]: `complex128`, vector types, ...), with a layout
     /// that does not check out, or named `__metadata__` ([`Error::InvalidName`]), each
-    /// wrapped in [`Error::Tensor`] with its name; a header above the format's limit.
+    /// wrapped in [`Error::Tensor`] with its name; sub-byte elements that do not fill
+    /// whole bytes, or a header above the format's limit ([`Error::InvalidFile`]).
     /// While writing: [`Error::Io`].
     pub fn write_safetensors(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
@@ -344,6 +369,18 @@ impl TensorBatch {
         let mut infos = Vec::with_capacity(plan.len());
         let mut offset = 0usize;
         for &(_, name, tensor, dtype) in &plan {
+            let count = tensor.num_elements().map_err(|e| e.in_tensor(name))?;
+            let bits = usize::from(tensor.dtype().bits());
+            if count.checked_mul(bits).is_none_or(|b| b % 8 != 0) {
+                return Err(invalid(
+                    path,
+                    Some(name),
+                    format!(
+                        "{count} elements of {bits} bits are not a whole number of bytes, \
+                         which the format stores"
+                    ),
+                ));
+            }
             let len = tensor.c_order_len().map_err(|e| e.in_tensor(name))?;
             let shape = tensor
                 .shape()
@@ -364,20 +401,12 @@ impl TensorBatch {
             ));
             offset = end;
         }
-        let metadata = (!self.metadata().is_empty()).then(|| {
-            self.metadata()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        });
-        let header = Metadata::new(metadata, infos)
-            .and_then(|metadata| serde_json::to_vec(&metadata).map_err(Into::into))
-            .map_err(|e| Error::InvalidFile {
-                path: path.to_owned(),
-                tensor: None,
-                reason: format!("the header cannot be written: {e}"),
-            })?;
-        let mut header = header;
+        let header = OutHeader {
+            metadata: self.metadata(),
+            tensors: &infos,
+        };
+        let mut header = serde_json::to_vec(&header)
+            .map_err(|e| invalid(path, None, format!("the header cannot be written: {e}")))?;
         // Padded with spaces to a multiple of 8, as the reference writer does.
         header.resize(header.len().next_multiple_of(LENGTH_BYTES), b' ');
         if header.len() > MAX_HEADER {
@@ -402,6 +431,33 @@ impl TensorBatch {
             }
             Ok(())
         })
+    }
+}
+
+/// The header as written: `__metadata__` first (sorted by key), then the tensors in
+/// the order of their data, each with the format's own fields. The same batch always
+/// gives the same bytes.
+struct OutHeader<'a> {
+    metadata: &'a std::collections::BTreeMap<String, String>,
+    tensors: &'a [(String, TensorInfo)],
+}
+
+impl serde::Serialize for OutHeader<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> core::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let has_metadata = !self.metadata.is_empty();
+        let mut map =
+            serializer.serialize_map(Some(self.tensors.len() + usize::from(has_metadata)))?;
+        if has_metadata {
+            map.serialize_entry("__metadata__", self.metadata)?;
+        }
+        for (name, info) in self.tensors {
+            map.serialize_entry(name, info)?;
+        }
+        map.end()
     }
 }
 
@@ -436,20 +492,28 @@ fn plan_tensor(name: &str, tensor: &ManagedTensor) -> Result<safetensors::Dtype>
 
 /// Writes `total` bytes with `write` to a new temporary file beside `path`, then renames
 /// it to `path`; on any error the temporary file is removed and `path` is untouched.
+///
+/// A symbolic link at `path` is followed: the file it points to is the one replaced. A
+/// file replaced keeps its permissions; a new one gets what `File::create` gives.
 fn write_atomically(
     path: &Path,
     total: u64,
     write: impl FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let folder = match path.parent() {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = if is_link {
+        std::fs::canonicalize(path).map_err(|e| Error::io(path, &e))?
+    } else {
+        path.to_owned()
+    };
+    let folder = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let prefix = format!(".{}.", file_name.as_deref().unwrap_or("safetensors"));
+    let existing = std::fs::metadata(&target).ok().map(|m| m.permissions());
     let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix);
-    builder.suffix(".tmp");
+    // A short name, whatever the length of the target's.
+    builder.prefix(".dlpack-").suffix(".tmp");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -460,6 +524,9 @@ fn write_atomically(
         .tempfile_in(folder)
         .map_err(|e| Error::io(folder, &e))?;
     let fail = |e: std::io::Error| Error::io(path, &e);
+    if let Some(permissions) = existing {
+        temp.as_file().set_permissions(permissions).map_err(fail)?;
+    }
     // Room for the whole file first, as the reference writer makes it.
     temp.as_file().set_len(total).map_err(fail)?;
     {
@@ -467,7 +534,7 @@ fn write_atomically(
         write(&mut out).map_err(fail)?;
         out.flush().map_err(fail)?;
     }
-    temp.persist(path).map_err(|e| fail(e.error))?;
+    temp.persist(&target).map_err(|e| fail(e.error))?;
     Ok(())
 }
 
