@@ -384,7 +384,16 @@ pub mod safetensors {}
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.
 ///
 /// Field attributes: `#[dlpack(rename = "name")]`, `#[dlpack(skip)]`,
-/// `#[dlpack(flatten)]` (nest without a prefix). Container attributes:
+/// `#[dlpack(flatten)]` (nest without a prefix), and `#[dlpack(with = "module")]`, which
+/// exchanges a field of a type of your own (or of another crate, such as
+/// `dlpack_tch::tensor` for `tch::Tensor`) through two functions of `module`:
+///
+/// ```ignore
+/// pub fn to_dlpack_into(value: T, prefix: &str, batch: &mut TensorBatch) -> Result<()>;
+/// pub fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<T>;
+/// ```
+///
+/// where `prefix` is the field's full name (`"fc1.weight"`). Container attributes:
 /// `#[dlpack(crate = "path")]`, `#[dlpack(bound = "T: Trait")]`.
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]

@@ -120,7 +120,7 @@ impl Container {
                     cx.error_spanned_by(
                         &meta.path,
                         format_args!(
-                            "unknown dlpack container attribute `{}`",
+                            "unknown dlpack container attribute `{}` (expected `crate` or `bound`)",
                             path_to_string(&meta.path)
                         ),
                     );
@@ -185,7 +185,8 @@ impl Field {
                     cx.error_spanned_by(
                         &meta.path,
                         format_args!(
-                            "unknown dlpack field attribute `{}`",
+                            "unknown dlpack field attribute `{}` (expected `rename`, `skip`, \
+                             `flatten` or `with`)",
                             path_to_string(&meta.path)
                         ),
                     );

@@ -334,4 +334,4 @@ def test_batch_import_error_names_the_tensor(ext):
     with pytest.raises(TypeError, match="__dlpack__") as err:
         ext.load_batch({"good": np.zeros(3), "bad": object()})
     if sys.version_info >= (3, 11):  # exceptions have notes from 3.11 on
-        assert "while importing tensor `bad`" in err.value.__notes__
+        assert "while importing tensor 'bad'" in err.value.__notes__

@@ -265,3 +265,25 @@ def test_rust_model_import_is_strict(ext):
         ext.load_model(Mlp(dtype=torch.float64).state_dict())
     with pytest.raises(TypeError):
         ext.load_model([("fc1.weight", torch.zeros(8, 4))])  # not a mapping
+
+
+def test_a_batch_is_a_state_dict_through_from_dlpack(ext):
+    # As documented: PyTorch's load_state_dict takes torch.Tensors; a dict of ours is
+    # one `torch.from_dlpack` away, and `assign=True` runs the module on that memory.
+    state, pointers = ext.model_state()
+    pointers = dict(pointers)
+    net = torch.nn.Sequential()
+    net.fc1 = torch.nn.Linear(4, 8)
+    net.fc2 = torch.nn.Linear(8, 2)
+    with pytest.raises(RuntimeError, match="expected torch.Tensor"):
+        net.load_state_dict(state)
+    sd = {k: torch.from_dlpack(v) for k, v in state.items()}
+    net.load_state_dict(sd, assign=True)
+    for name, parameter in net.named_parameters():
+        assert parameter.data_ptr() == pointers[name], name
+    copied = torch.nn.Sequential()
+    copied.fc1 = torch.nn.Linear(4, 8)
+    copied.fc2 = torch.nn.Linear(8, 2)
+    copied.load_state_dict(sd)  # without assign: copied into the module's own
+    assert copied.fc1.weight.data_ptr() != pointers["fc1.weight"]
+    assert torch.equal(copied.fc1.weight, net.fc1.weight)

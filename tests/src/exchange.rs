@@ -281,3 +281,14 @@ pub(crate) fn to_object_then_write(py: Python<'_>, address: usize, value: f64) -
     }
     Ok(())
 }
+
+/// Multiplies a float32 vector by `factor` in the caller's own memory: the in-place
+/// recipe of the `python` module's docs.
+#[pyfunction]
+pub(crate) fn scale_in_place(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
+    // SAFETY: this function runs no Python code and keeps the interpreter while the view
+    // lives; the tests pass NumPy arrays and torch tensors that autograd does not track.
+    unsafe { x.assume_exclusive() }?;
+    x.view_mut()?.mapv_inplace(|v| v * factor);
+    Ok(())
+}

@@ -237,6 +237,11 @@ fn extract_is_not_strict() {
     let back: Linear = batch.extract().unwrap();
     assert_eq!(back, layer);
     assert_eq!(names(&batch), ["optimizer.step"]);
+    // Lenient about unexpected tensors only: a missing one is still an error.
+    let mut partial = layer.clone().to_dlpack().unwrap();
+    partial.remove("weight").unwrap();
+    let err = partial.extract::<Linear>().unwrap_err();
+    assert!(err.to_string().contains("weight"), "{err}");
 }
 
 #[derive(Debug, Clone, PartialEq, ToDLPack, FromDLPack)]

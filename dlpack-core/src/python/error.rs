@@ -16,7 +16,7 @@ impl From<Error> for PyErr {
     /// about a named tensor of a batch are classified by their cause and keep the name
     /// in the message.
     fn from(err: Error) -> Self {
-        let message = err.to_string();
+        let message = python_message(&err);
         if let Error::Io { kind, .. } = err.root() {
             // PyO3 picks the `OSError` subclass of the kind.
             return std::io::Error::new(*kind, message).into();
@@ -45,6 +45,53 @@ impl From<Error> for PyErr {
             _ => PyValueError::new_err(message),
         }
     }
+}
+
+/// The message of an error in Python's words: shapes as tuples, names in single quotes
+/// (no Rust backticks), and no Rust API in the advice.
+pub(super) fn python_message(err: &Error) -> String {
+    match err {
+        Error::Tensor { name, error } => format!("tensor '{name}': {}", python_message(error)),
+        Error::ShapeMismatch { expected, found } => format!(
+            "shape mismatch: expected {}, found {}",
+            py_tuple(expected),
+            py_tuple(found)
+        ),
+        Error::NotExclusive => "shared tensor: writing in place needs memory that nothing \
+                                else reaches, and the array it came from still does; \
+                                pass a copy (a.copy(), t.clone())"
+            .to_owned(),
+        other => other.to_string().replace('`', "'"),
+    }
+}
+
+/// `(2, 3)`, `(3,)` or `()`: a shape as Python writes it.
+pub(super) fn py_tuple<T: core::fmt::Display>(items: &[T]) -> String {
+    match items {
+        [one] => format!("({one},)"),
+        _ => {
+            let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+            format!("({})", items.join(", "))
+        }
+    }
+}
+
+/// How to convert an array to `dtype` in NumPy and in PyTorch, for a message.
+pub(super) fn conversion_hint(dtype: DataType) -> Option<String> {
+    if !is_standard_dtype(dtype) {
+        return None;
+    }
+    let name = dtype.to_string();
+    let numpy = match name.as_str() {
+        "bfloat16" => None,
+        "bool" => Some("a.astype(numpy.bool_)".to_owned()),
+        _ => Some(format!("a.astype(numpy.{name})")),
+    };
+    let torch = format!("t.to(torch.{name})");
+    Some(match numpy {
+        Some(numpy) => format!("convert it first: {numpy} for NumPy, {torch} for PyTorch"),
+        None => format!("convert it first: {torch} for PyTorch"),
+    })
 }
 
 /// Whether `dtype` is one that NumPy, PyTorch or JAX exchange through DLPack (a

@@ -10,6 +10,8 @@ use pyo3::types::{PyBool, PyCapsule, PyString, PyTuple};
 use crate::device::Device;
 #[cfg(feature = "ndarray")]
 use crate::dtype::Element;
+#[cfg(feature = "ndarray")]
+use crate::error::Error;
 use crate::ffi::{DLDeviceType, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 #[cfg(feature = "ndarray")]
 use crate::interop::ndarray::DLPackArray;
@@ -21,6 +23,8 @@ use super::Tensor;
 use super::c_api::{self, Imported};
 use super::capsule::consume;
 use super::error::{buffer_error, type_name};
+#[cfg(feature = "ndarray")]
+use super::error::{conversion_hint, py_tuple, python_message};
 
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
 /// or a raw DLPack capsule, without copying.
@@ -310,10 +314,19 @@ impl<'a, 'py> FromPyObject<'a, 'py> for TensorBatch {
         };
         let mut batch = TensorBatch::new();
         for item in items.try_iter()? {
-            let (name, value): (String, Bound<'py, PyAny>) = item?.extract()?;
+            let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
+            let name = match key.cast::<PyString>() {
+                Ok(name) => name.to_cow()?.into_owned(),
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "tensor names must be str, got {}",
+                        type_name(&key)
+                    )));
+                }
+            };
             let tensor = from_dlpack(&value).inspect_err(|err| {
                 // Best effort: exceptions have no notes before Python 3.11.
-                let note = format!("while importing tensor `{name}`");
+                let note = format!("while importing tensor '{name}'");
                 let _ = err.value(py).call_method1(intern!(py, "add_note"), (note,));
             })?;
             batch.insert(name, tensor)?;
@@ -337,10 +350,10 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// through. The array is shared (read-only views), as every import from Python.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let tensor = from_dlpack(&obj)?;
+        let dtype = tensor.dtype();
         let found = format!(
-            "{} with shape {:?} on {}",
-            tensor.dtype(),
-            tensor.shape(),
+            "{dtype} with shape {} on {}",
+            py_tuple(tensor.shape()),
             tensor.device()
         );
         DLPackArray::new(tensor).map_err(|err| {
@@ -348,9 +361,16 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 Some(ndim) => format!("{ndim} dimension{}", if ndim == 1 { "" } else { "s" }),
                 None => "any number of dimensions".to_owned(),
             };
+            let hint = match err {
+                Error::DtypeMismatch { .. } => conversion_hint(A::DTYPE)
+                    .map(|hint| format!("; {hint}"))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
             PyTypeError::new_err(format!(
-                "expected a DLPack array of {} with {rank}, got {found} ({err})",
-                A::DTYPE
+                "expected a DLPack array of {} with {rank}, got {found} ({}){hint}",
+                A::DTYPE,
+                python_message(&err)
             ))
         })
     }

@@ -6,8 +6,11 @@
 //!   `__dlpack_device__`, so `numpy.from_dlpack(t)`, `torch.from_dlpack(t)` and
 //!   `jax.dlpack.from_dlpack(t)` take it without copying. Like a NumPy array it can be
 //!   exported any number of times; every capsule keeps the data alive on its own.
-//! - A [`TensorBatch`] becomes a `dict` of such objects: a PyTorch `state_dict` in all
-//!   but name, ready for `module.load_state_dict`.
+//! - A [`TensorBatch`] becomes a `dict` of such objects. PyTorch's `load_state_dict`
+//!   takes `torch.Tensor`s only: `{k: torch.from_dlpack(v) for k, v in d.items()}` is a
+//!   `state_dict` over the same memory, and `module.load_state_dict(sd, assign=True)`
+//!   makes the module's parameters those tensors, with no copy (without `assign`, it
+//!   copies into the module's own).
 //! - Any object with `__dlpack__`, or a raw DLPack capsule, extracts into a
 //!   [`ManagedTensor`] ([`FromPyObject`], [`from_dlpack`]; [`from_dlpack_with`] for a
 //!   copy, a device or a stream) or, validated once, a [`DLPackArray`] (a typed
@@ -138,6 +141,35 @@
 //! Unix; where it cannot be found, dropping attaches to the interpreter, so a thread
 //! that drops a foreign import while another holds the GIL and waits for it blocks (as
 //! it would in NumPy's own deleter).
+//!
+//! # Writing into a caller's array, in place
+//!
+//! An import from Python is shared, so the safe way to hand results back is a new
+//! array (return an `Array` or a [`ManagedTensor`]). A function that must fill the
+//! caller's own array says, with `unsafe`, that nothing else uses it while it writes:
+//!
+//! ```no_run
+//! use dlpack_core::DLPackArray;
+//! use ndarray::Ix1;
+//! use pyo3::prelude::*;
+//!
+//! /// Multiplies a float32 vector (NumPy, PyTorch, ...) by `factor`, in place.
+//! #[pyfunction]
+//! fn scale(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
+//!     // SAFETY: this function runs no Python code and keeps the interpreter while the
+//!     // view lives, and its callers pass NumPy arrays or torch tensors that autograd
+//!     // does not track, never JAX arrays.
+//!     unsafe { x.assume_exclusive() }?;
+//!     x.view_mut()?.mapv_inplace(|v| v * factor);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The contract ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by
+//! contract, though their legacy capsules cannot say so) and torch tensors that
+//! autograd tracks. Those import as any other for reading: torch's own `__dlpack__`
+//! refuses a tensor that requires grad, its C exchange API does not, and a shared view
+//! of one only reads; writing one through this door gives silently wrong gradients.
 //!
 //! # The DLPack C exchange API
 //!

@@ -27,13 +27,13 @@ use crate::tensor_batch::TensorBatch;
 ///
 /// An extension exposes the class (for `isinstance` and type annotations) with
 /// [`add_to_module`](crate::python::add_to_module), which also names it after the
-/// module: `your_extension.Tensor`. Objects made before that, or by an extension that
-/// never adds it, call their type `builtins.Tensor`.
+/// module: `your_extension.Tensor`. Until then (or in an extension that never adds
+/// it), the type calls itself `dlpack_core.Tensor`.
 ///
 /// A `Tensor` cannot be pickled or copied with `copy`: it shares memory with its
 /// producer, which another process cannot reach. Pickling it is a `TypeError` that says
 /// to copy it into an array first (`numpy.from_dlpack(t, copy=True)`).
-#[pyclass(frozen, name = "Tensor")]
+#[pyclass(frozen, name = "Tensor", module = "dlpack_core")]
 pub struct Tensor {
     tensor: Arc<ManagedTensor>,
     /// C-contiguous strides, made when a C consumer borrows the description of a
@@ -183,9 +183,11 @@ impl Tensor {
         array.call_method1(intern!(py, "astype"), (wanted,))
     }
 
-    /// JAX's conversion hook (`jnp.asarray(t)`, `jnp.array(t)`, a `Tensor` given to a
-    /// JAX function): `jax.dlpack.from_dlpack(t)`. JAX's constructors leave DLPack out
-    /// on purpose and would read `dtype`, which here is a name, not a NumPy dtype.
+    /// JAX's conversion hook for `jnp.asarray(t)` and `jnp.array(t)`:
+    /// `jax.dlpack.from_dlpack(t)`. JAX's constructors leave DLPack out on purpose and
+    /// would read `dtype`, which here is a name, not a NumPy dtype. JAX 0.10 no longer
+    /// calls the hook for a `Tensor` given straight to a JAX function (`jnp.sin(t)`
+    /// raises a `ValueError`): convert it with `jnp.asarray(t)` first.
     fn __jax_array__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         py.import(intern!(py, "jax.dlpack"))?

@@ -27,9 +27,10 @@ pub(crate) use load::strict_from;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be exported through DLPack",
     label = "not an array, a tensor, or a struct deriving `ToDLPack`",
-    note = "on a field of a `#[derive(ToDLPack)]` struct: leave it out with \
-            `#[dlpack(skip)]`, or export it with `#[dlpack(with = \"module\")]` (a module \
-            with `to_dlpack_into` and `from_dlpack_in` functions)"
+    note = "on a field of a `#[derive(ToDLPack)]` struct: for a struct of your own, add \
+            `#[derive(ToDLPack)]` to it; else leave the field out with `#[dlpack(skip)]`, \
+            or export it with `#[dlpack(with = \"module\")]` (a module with \
+            `to_dlpack_into` and `from_dlpack_in` functions)"
 )]
 pub trait ToDLPack: Sized {
     /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
@@ -55,7 +56,8 @@ pub trait ToDLPack: Sized {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be imported through DLPack",
     label = "not an array, a tensor, or a struct deriving `FromDLPack`",
-    note = "on a field of a `#[derive(FromDLPack)]` struct: leave it out with \
+    note = "on a field of a `#[derive(FromDLPack)]` struct: for a struct of your own, \
+            add `#[derive(FromDLPack)]` to it; else leave the field out with \
             `#[dlpack(skip)]` (it is then `Default::default()`), or import it with \
             `#[dlpack(with = \"module\")]` (a module with `to_dlpack_into` and \
             `from_dlpack_in` functions)"

@@ -134,8 +134,8 @@ fn errors_are_collected() {
         messages,
         [
             "invalid dlpack attribute `crate`: `not a path` is not a path",
-            "unknown dlpack container attribute `unknown`",
-            "unknown dlpack field attribute `renam`",
+            "unknown dlpack container attribute `unknown` (expected `crate` or `bound`)",
+            "unknown dlpack field attribute `renam` (expected `rename`, `skip`, `flatten` or `with`)",
             "duplicate dlpack attribute `skip`",
             "invalid dlpack attribute `rename`: a tensor name must not contain `.`, \
              which separates nested names",

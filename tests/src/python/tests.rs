@@ -299,3 +299,17 @@ fn the_exchange_table_works_from_c() {
     });
     assert_eq!(live.load(Ordering::SeqCst), 0);
 }
+
+/// Before an extension adds the class to its module, it is `dlpack_core.Tensor`, never
+/// `builtins.Tensor`.
+#[test]
+fn the_tensor_class_is_never_builtins() {
+    with_python(|py| {
+        let ty = py.get_type::<Tensor>();
+        let module: String = ty.getattr("__module__").unwrap().extract().unwrap();
+        assert!(
+            module == "dlpack_core" || module == "dlpack_test_ext",
+            "{module}"
+        );
+    });
+}

@@ -87,6 +87,45 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
         }
     }
 
+    /// Declares that nothing else reaches the array's memory, so that
+    /// [`view_mut`](Self::view_mut) writes in place: the typed door of
+    /// [`ManagedTensor::assume_exclusive`], for a `#[pyfunction]` that fills a caller's
+    /// array (see "Writing into a caller's array" in the `python` module's docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`] for a `READ_ONLY` tensor, [`Error::OverlappingStrides`] when
+    /// two indices share an element; the array is unchanged then (views stay
+    /// read-only).
+    ///
+    /// # Safety
+    ///
+    /// While a mutable view borrowed from the array lives, nothing else reads or writes
+    /// its memory:
+    ///
+    /// - no Python code that can reach the producer's array runs, and the interpreter
+    ///   is not released to other threads (`Python::detach`), which could run some; on
+    ///   a free-threaded interpreter, no other thread holds the producer's array;
+    /// - never a JAX array: JAX arrays are immutable by contract, and its legacy capsule
+    ///   cannot say so (no `READ_ONLY` flag), so a write breaks every JAX computation
+    ///   that shares the buffer;
+    /// - never a torch tensor that autograd tracks (`requires_grad`, or a view of one):
+    ///   torch refuses its own in-place operations there, and a write behind its back
+    ///   gives silently wrong gradients;
+    /// - while the array lives, nothing else writes the memory.
+    pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
+        if let Views::Const(_, Error::NotExclusive) = &self.views {
+            // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
+            unsafe { self.tensor.assume_exclusive() };
+            let valid = self.tensor.validate::<A, D>(true)?;
+            self.views = Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view());
+        }
+        match &self.views {
+            Views::Mut(..) => Ok(()),
+            Views::Const(_, why) => Err(why.clone()),
+        }
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         match &self.views {

@@ -1,11 +1,11 @@
 //! Export an ndarray as a DLPack tensor, look at it, view it, and take it back:
 //! nothing is copied on the way.
 //!
-//! Run with `cargo run --example quickstart`.
+//! Run with `cargo run -p quickstart` (about 20 crates to build: a project of yours).
 
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use dlpack_core::ndarray::{Array2, Ix2, s};
 use dlpack_core::{FromDLPack, ManagedTensor, ToDLPack};
-use ndarray::{Array2, Ix2, s};
 
 fn main() -> dlpack_core::Result<()> {
     println!(

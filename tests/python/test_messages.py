@@ -1,0 +1,57 @@
+"""Exceptions in Python's words: the exact text of what a user of an extension sees
+(shapes as tuples, names in single quotes, no Rust API, the conversion that fixes a
+dtype mismatch), and the `Tensor` class never called `builtins.Tensor`."""
+
+import numpy as np
+import pytest
+import torch
+
+
+def test_a_dtype_mismatch_says_how_to_convert(ext):
+    with pytest.raises(TypeError) as info:
+        ext.sum_f32_2d(np.zeros((2, 3)))
+    assert str(info.value) == (
+        "expected a DLPack array of float32 with 2 dimensions, got float64 with shape "
+        "(2, 3) on cpu:0 (dtype mismatch: expected float32, found float64); convert it "
+        "first: a.astype(numpy.float32) for NumPy, t.to(torch.float32) for PyTorch"
+    )
+
+
+def test_a_rank_mismatch_shows_the_shape_as_a_tuple(ext):
+    with pytest.raises(TypeError) as info:
+        ext.sum_f32_2d(torch.zeros(3))
+    assert str(info.value) == (
+        "expected a DLPack array of float32 with 2 dimensions, got float32 with shape "
+        "(3,) on cpu:0 (ndim mismatch: expected 2, found 1)"
+    )
+
+
+def test_tensor_names_must_be_str(ext):
+    with pytest.raises(TypeError) as info:
+        ext.load_batch({1: np.zeros(2)})
+    assert str(info.value) == "tensor names must be str, got int"
+
+
+def test_a_shared_tensor_says_to_pass_a_copy(ext):
+    with pytest.raises(BufferError) as info:
+        ext.write_first(np.zeros(3, np.float32), 1.0)
+    assert str(info.value) == (
+        "shared tensor: writing in place needs memory that nothing else reaches, and the "
+        "array it came from still does; pass a copy (a.copy(), t.clone())"
+    )
+
+
+def test_names_are_quoted_as_python_quotes_them(ext):
+    state, _ = ext.model_state()
+    del state["fc2.bias"]
+    with pytest.raises(KeyError) as info:
+        ext.load_model(state)
+    assert "`" not in str(info.value)
+    assert "'fc2.bias'" in str(info.value)
+
+
+def test_the_tensor_class_is_named_after_its_module(ext):
+    t = ext.make("float32", [2])[0]
+    # (maturin puts the compiled module inside a package of the same name.)
+    assert type(t).__module__ == "dlpack_test_ext.dlpack_test_ext"
+    assert repr(type(t)) == "<class 'dlpack_test_ext.dlpack_test_ext.Tensor'>"
