@@ -2,6 +2,8 @@
 (shapes as tuples, names in single quotes, no Rust API, the conversion that fixes a
 dtype mismatch), and the `Tensor` class never called `builtins.Tensor`."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -55,3 +57,46 @@ def test_the_tensor_class_is_named_after_its_module(ext):
     # (maturin puts the compiled module inside a package of the same name.)
     assert type(t).__module__ == "dlpack_test_ext.dlpack_test_ext"
     assert repr(type(t)) == "<class 'dlpack_test_ext.dlpack_test_ext.Tensor'>"
+
+
+def quantized():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        quantized,
+        lambda: torch.eye(3).to_sparse(),
+        lambda: torch.tensor([1 + 1j, 2 - 1j]).conj(),
+    ],
+    ids=["quantized", "sparse", "conjugated"],
+)
+def test_what_torch_refuses_is_refused_in_its_own_words(ext, make):
+    # Whichever path an import takes (torch's C exchange API first), a failure is the
+    # exception and the one-line message of the protocol path.
+    t = make()
+    with pytest.raises(BaseException) as theirs:
+        t.__dlpack__()
+    with pytest.raises(type(theirs.value)) as ours:
+        ext.import_ptr(t)
+    assert str(ours.value) == str(theirs.value)
+    assert "\n" not in str(ours.value)
+
+
+def test_a_complex_tensor_imports_with_its_values(ext):
+    # (complex tensors go through `__dlpack__`, which resolves nothing silently)
+    t = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    assert ext.inspect(t)["values"] == [1 + 2j, 3 - 4j]
+
+
+def test_a_stream_out_of_range_says_so(ext):
+    t = ext.make("float32", [2])[0]
+    with pytest.raises(ValueError) as info:
+        t.__dlpack__(stream=2**100)
+    assert str(info.value) == (
+        "stream=1267650600228229401496703205376 is out of range: a stream is a 64-bit "
+        "integer"
+    )

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ndarray::IxDyn;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
@@ -77,6 +77,20 @@ fn scalar<'py, T: FromPyObjectOwned<'py>>(
     })
 }
 
+/// A `stream` argument: an integer of 64 bits (`TypeError` for another type, a
+/// `ValueError` naming the value for an integer out of that range).
+#[inline]
+fn stream_value(arg: &Borrowed<'_, '_, PyAny>) -> PyResult<i64> {
+    match arg.extract::<i64>() {
+        Ok(stream) => Ok(stream),
+        Err(_) if arg.is_instance_of::<PyInt>() => Err(PyValueError::new_err(format!(
+            "stream={} is out of range: a stream is a 64-bit integer",
+            arg.str().map(|s| s.to_string()).unwrap_or_default()
+        ))),
+        Err(_) => scalar(arg, "an integer", "stream"),
+    }
+}
+
 fn not_two_integers() -> PyErr {
     PyTypeError::new_err("expected None or a tuple of two integers")
 }
@@ -96,9 +110,7 @@ impl<'a, 'py> DlpackArgs<'a, 'py> {
     pub(super) fn request(&self) -> PyResult<Request> {
         let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
         let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
-        let stream: Option<i64> = stream
-            .map(|v| scalar(&v, "an integer", "stream"))
-            .transpose()?;
+        let stream: Option<i64> = stream.map(|v| stream_value(&v)).transpose()?;
         let major: Option<i64> = max_version.map(|v| major_version(&v)).transpose()?;
         let dl_device: Option<(i32, i32)> = dl_device.map(|v| pair(&v)).transpose()?;
         let copy: Option<bool> = copy.map(|v| scalar(&v, "a bool", "copy")).transpose()?;

@@ -188,7 +188,8 @@
 //!   another major version, a NULL entry) is imported by `__dlpack__`, as is a tensor
 //!   anywhere but in ordinary host memory (the table's calls never synchronise
 //!   streams, and pinned or managed memory may still be written by a device;
-//!   `__dlpack__` synchronises). An entry that refuses the object (-1) leaves the
+//!   `__dlpack__` synchronises), and a complex one (PyTorch's table exports a
+//!   conjugated view without resolving it, where its `__dlpack__` refuses it). An entry that refuses the object (-1) leaves the
 //!   answer to `__dlpack__`, so that a failure is the protocol's own exception whatever
 //!   the path (its own exception, or a `SystemError` if it set none, when the object
 //!   has no `__dlpack__`; a `KeyboardInterrupt` or another exception that is not an

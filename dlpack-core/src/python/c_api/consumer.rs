@@ -17,8 +17,8 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple, PyType};
 use pyo3::{PyTypeInfo, intern};
 
 use crate::ffi::{
-    DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
-    DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLDataTypeCode, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLPACK_MAJOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader,
 };
 use crate::tensor::{ManagedTensor, Raw};
 
@@ -274,6 +274,13 @@ pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
             type_name(obj)
         ))
     })??;
+    if tensor.dtype().code() == DLDataTypeCode::kDLComplex {
+        // PyTorch's table exports a conjugated view without resolving the conjugation
+        // (wrong values), where its `__dlpack__` refuses it: complex tensors go through
+        // `__dlpack__`, whose answer is the protocol's.
+        drop(tensor);
+        return Ok(Imported::NoTable);
+    }
     if tensor.device().device_type != DLDeviceType::kDLCPU {
         // "NoSync": nothing waited for the producer's stream, and pinned or managed
         // memory that the CPU can read may still be written by a device. `__dlpack__`
