@@ -1,6 +1,6 @@
-"""Soundness, second round: each proven defect of the last review, reproduced as it was
-found (from safe code, or from a conforming C caller), and what the import-safety policy
-trusts. Crashes and hangs run in a child process, so that a regression fails its test
+"""Soundness, second round: defects of the import paths, each reproduced the way it can
+be reached (from safe code, or from a conforming C caller), and what the import-safety
+policy trusts. Crashes and hangs run in a child process, so that a regression fails its test
 instead of the suite."""
 
 import ctypes

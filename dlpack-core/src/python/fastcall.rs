@@ -17,6 +17,7 @@ use pyo3::{PyTypeInfo, ffi};
 
 use super::export::{DlpackArgs, export};
 use super::tensor::Tensor;
+use super::trampoline::trampoline;
 
 /// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
 const DLPACK_DOC: &CStr =
@@ -59,8 +60,8 @@ pub(super) fn method_descriptor(py: Python<'_>) -> PyResult<Py<PyAny>> {
 /// `Tensor.__dlpack__` with CPython's vectorcall convention (`METH_FASTCALL |
 /// METH_KEYWORDS`): `nargs` positional arguments, then one value per name in
 /// `kwnames`, all in `args`. The C-callable shim: it turns the raw arguments into
-/// borrowed objects, calls [`dlpack`], and turns an error or a panic into a raised
-/// exception.
+/// borrowed objects and calls [`dlpack`] through the crate's one trampoline (an error
+/// or a panic becomes a raised exception).
 ///
 /// # Safety
 ///
@@ -74,9 +75,7 @@ unsafe extern "C" fn dlpack_fastcall(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls methods on an attached thread.
-    let py = unsafe { Python::assume_attached() };
-    let outcome = std::panic::catch_unwind(|| {
+    let body = |py: Python<'_>| {
         // SAFETY: `slf` is a live object borrowed for the call.
         let slf = unsafe { Borrowed::from_ptr(py, slf) };
         // SAFETY: `slf` is a `Tensor`: the method descriptor checked its type before
@@ -97,15 +96,10 @@ unsafe extern "C" fn dlpack_fastcall(
             // SAFETY: every argument is a live object borrowed for the call.
             unsafe { Borrowed::from_ptr(py, arg) }
         });
-        dlpack(slf, nargs, kwnames, args)
-    });
-    let err = match outcome {
-        Ok(Ok(capsule)) => return capsule.into_ptr(),
-        Ok(Err(err)) => err,
-        Err(payload) => pyo3::panic::PanicException::new_err(panic_message(&*payload)),
+        dlpack(slf, nargs, kwnames, args).map(Bound::into_ptr)
     };
-    err.restore(py);
-    ptr::null_mut()
+    // SAFETY: CPython calls methods on an attached thread.
+    unsafe { trampoline(body) }.unwrap_or(ptr::null_mut())
 }
 
 /// `Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`.
@@ -118,15 +112,6 @@ fn dlpack<'a, 'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = parse(slf.py(), nargs, kwnames, args)?.request()?;
     export(slf.py(), slf.get().shared_ref(), request)
-}
-
-/// The text of a panic's payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic in __dlpack__".to_owned())
 }
 
 /// Sorts the arguments of a vectorcall by keyword: positional arguments and unknown or

@@ -230,7 +230,9 @@
 //!   table) and `producer` (the table of [`Tensor`]);
 //! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches;
 //! - `state`: the interpreter's state around foreign deleters (attached or not, the
-//!   exception in flight, unraisable reports), a leaf.
+//!   exception in flight, unraisable reports), a leaf;
+//! - `trampoline`: how every C entry point runs Rust code (errors and panics raised as
+//!   exceptions, nothing unwinding into C).
 
 mod adopt;
 mod c_api;
@@ -242,6 +244,7 @@ mod fastcall;
 mod import;
 mod state;
 mod tensor;
+mod trampoline;
 
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
 pub use tensor::{TENSOR_STUB, Tensor, add_to_module};

@@ -24,6 +24,7 @@ use super::super::adopt::{Allocation, adopt};
 use super::super::error::type_name;
 use super::super::export::versioned_header;
 use super::super::tensor::Tensor;
+use super::super::trampoline::trampoline;
 
 /// Our table, immutable and alive as long as the process.
 struct OwnTable(DLPackExchangeAPI);
@@ -64,8 +65,8 @@ pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }.map(Bound::unbind)
 }
 
-/// Runs an entry that the standard calls from an attached thread: an error becomes the
-/// Python exception and -1, and a panic never unwinds into C.
+/// Runs an entry that the standard calls from an attached thread, through the crate's
+/// one trampoline: 0, or -1 with the error (or a panic) raised as the exception.
 ///
 /// # Safety
 ///
@@ -73,18 +74,9 @@ pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
 ///   convention for these entries).
 unsafe fn attached(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: the caller is attached (this function's contract).
-    let py = unsafe { Python::assume_attached() };
-    match catch_unwind(AssertUnwindSafe(|| body(py))) {
-        Ok(Ok(())) => 0,
-        Ok(Err(err)) => {
-            err.restore(py);
-            -1
-        }
-        Err(_) => {
-            PySystemError::new_err("dlpack-core: panic in a DLPack C exchange API entry")
-                .restore(py);
-            -1
-        }
+    match unsafe { trampoline(body) } {
+        Some(()) => 0,
+        None => -1,
     }
 }
 
