@@ -6,8 +6,8 @@ pub use core::option::Option::Some;
 pub use core::result::Result::{Err, Ok};
 pub use std::string::String;
 
+pub use crate::batch::TensorBatch;
 pub use crate::error::Result;
-pub use crate::tensor_batch::TensorBatch;
 pub use crate::traits::{FromDLPack, LoadReport, Problems, ToDLPack, join_name};
 
 #[cfg(feature = "half")]

@@ -1,11 +1,9 @@
 //! The error type of every fallible operation in this crate.
 
-use core::fmt;
 use std::path::PathBuf;
 
 use crate::device::Device;
 use crate::dtype::DataType;
-use crate::tensor::ManagedTensor;
 
 /// `Result` with [`Error`] as its default error type.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
@@ -177,7 +175,7 @@ pub enum Error {
         /// The number of dimensions.
         ndim: usize,
     },
-    /// A layout given to [`ManagedTensor::from_buffer`] reaches outside its buffer.
+    /// A layout given to [`ManagedTensor::from_buffer`](crate::ManagedTensor::from_buffer) reaches outside its buffer.
     /// Python: `ValueError`.
     #[error(
         "invalid layout: elements reachable from offset {offset} lie outside a buffer of {len}"
@@ -188,7 +186,7 @@ pub enum Error {
         /// The length of the buffer, in elements.
         len: usize,
     },
-    /// The buffer given to [`ManagedTensor::from_buffer`] changed length between two
+    /// The buffer given to [`ManagedTensor::from_buffer`](crate::ManagedTensor::from_buffer) changed length between two
     /// calls of `AsMut::as_mut`. Python: `ValueError`.
     #[error(
         "invalid buffer: its length changed from {before} to {after} between two calls to `as_mut`"
@@ -200,7 +198,7 @@ pub enum Error {
         after: usize,
     },
     /// A `READ_ONLY` tensor cannot be handed to the legacy ABI, which has no read-only
-    /// flag (see [`ReadOnlyLegacyError`], which gives the tensor back). Python:
+    /// flag (see [`ReadOnlyLegacyError`](crate::ReadOnlyLegacyError), which gives the tensor back). Python:
     /// `BufferError`.
     #[error("read-only tensor cannot be exported as legacy DLPack, which has no read-only flag")]
     ReadOnlyLegacy,
@@ -355,55 +353,5 @@ impl Error {
             Self::Tensor { error, .. } => error.root(),
             other => other,
         }
-    }
-}
-
-/// A `READ_ONLY` tensor was offered to the legacy ABI, which cannot carry the flag
-/// ([`ManagedTensor::into_raw_legacy`], and the dlpark bridge's legacy hand-off).
-///
-/// The tensor is inside, untouched: take it back with
-/// [`into_tensor`](Self::into_tensor) (to keep it versioned, or to copy it), or drop the
-/// error, which drops the tensor and so runs its deleter once. Converting it into
-/// [`Error`] gives [`Error::ReadOnlyLegacy`] and drops the tensor the same way.
-pub struct ReadOnlyLegacyError {
-    tensor: ManagedTensor,
-}
-
-impl ReadOnlyLegacyError {
-    pub(crate) fn new(tensor: ManagedTensor) -> Self {
-        Self { tensor }
-    }
-
-    /// The refused tensor.
-    pub fn tensor(&self) -> &ManagedTensor {
-        &self.tensor
-    }
-
-    /// Gives the refused tensor back.
-    pub fn into_tensor(self) -> ManagedTensor {
-        self.tensor
-    }
-}
-
-impl fmt::Debug for ReadOnlyLegacyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReadOnlyLegacyError")
-            .field("tensor", &self.tensor)
-            .finish()
-    }
-}
-
-impl fmt::Display for ReadOnlyLegacyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&Error::ReadOnlyLegacy, f)
-    }
-}
-
-impl std::error::Error for ReadOnlyLegacyError {}
-
-impl From<ReadOnlyLegacyError> for Error {
-    /// [`Error::ReadOnlyLegacy`]; the tensor is dropped, so its deleter runs once.
-    fn from(_: ReadOnlyLegacyError) -> Self {
-        Error::ReadOnlyLegacy
     }
 }

@@ -50,15 +50,15 @@
 //! | `dtype`, `device` | [`DataType`], [`Element`] (and [`for_each_element!`]), [`Device`] |
 //! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait, and the one raw delete), `header` (the single-allocation header of our exports, and how it is recognised), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]), `adapter` (one ABI wrapped in the other) |
 //! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts; `positions` (each distinct byte once) |
-//! | `interop::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
-//! | `interop::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
-//! | `interop::burn` | [`burn`] flex tensors (feature `burn`): the allocation controller of imports |
-//! | `interop::safetensors` | weights on disk (feature `safetensors`): [`TensorBatch::read_safetensors`], `map_safetensors`, `write_safetensors`; `header` (the header, read as foreign input) |
-//! | [`batch`], `traits` | [`TensorBatch`] of named tensors, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |
-//! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`): errors, the class, the fast `__dlpack__`, export, capsules, import |
+//! | `bridge::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
+//! | `bridge::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
+//! | `bridge::burn` | [`burn`] flex tensors (feature `burn`): the allocation controller of imports |
+//! | `bridge::safetensors` | weights on disk (feature `safetensors`): [`TensorBatch::read_safetensors`], `map_safetensors`, `write_safetensors`; `header` (the header, read as foreign input) |
+//! | [`batch`], `traits` | [`TensorBatch`] of named tensors and its iterators, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |
+//! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`): `tensor` (the class), `fastcall` (its `__dlpack__`), `export`, `capsule`, `import`, `adopt` (the one import policy), `state` (the interpreter's state), `trampoline` (every C entry point), `c_api` (the C exchange table: `consumer`, `producer`), `error` |
 //! | `error` | [`Error`], [`Result`], [`ReadOnlyLegacyError`] |
 //!
-//! `unsafe` code lives in `tensor`, `interop` and `python`, each behind a safe API.
+//! `unsafe` code lives in `tensor`, `bridge` and `python`, each behind a safe API.
 //!
 //! # Import safety
 //!
@@ -115,7 +115,7 @@
 //! # Features
 //!
 //! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds
-//! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python interop, `dlpark` the dlpark bridge,
+//! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python bridge, `dlpark` the dlpark bridge,
 //! `burn` burn's flex tensors and `safetensors` weights on disk ([`safetensors`]).
 //! With `--no-default-features` the crate is the bare ABI and ownership layer.
 //!
@@ -152,40 +152,35 @@
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod batch;
+mod bridge;
 mod device;
 mod dtype;
 mod error;
 pub mod ffi;
-mod interop;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod python;
 mod tensor;
-mod tensor_batch;
 mod traits;
 
+pub use batch::TensorBatch;
 pub use device::Device;
 pub use dtype::{DataType, Element};
-pub use error::{Error, ReadOnlyLegacyError, Result};
-pub use tensor::ManagedTensor;
-pub use tensor_batch::TensorBatch;
+pub use error::{Error, Result};
+pub use tensor::{ManagedTensor, ReadOnlyLegacyError};
 pub use traits::{FromDLPack, LoadReport, ToDLPack};
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use interop::ndarray::DLPackArray;
+pub use bridge::ndarray::DLPackArray;
 
 /// The `ndarray` this crate is built against, re-exported so that versions match.
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
-
-pub mod batch {
-    //! The iterators of a [`TensorBatch`](crate::TensorBatch).
-    pub use crate::tensor_batch::{IntoIter, Iter};
-}
 
 /// Zero-copy hand-off between [`ManagedTensor`] and the owning handles of the
 /// [`dlpark`](https://docs.rs/dlpark/0.10) crate (version 0.10), so that a tensor made

@@ -17,11 +17,11 @@ impl From<Error> for PyErr {
     /// in the message.
     fn from(err: Error) -> Self {
         let message = python_message(&err);
-        if let Error::Io { kind, .. } = err.root() {
-            // PyO3 picks the `OSError` subclass of the kind.
-            return std::io::Error::new(*kind, message).into();
-        }
+        // Every variant is listed: a new one is a compile error here, not a silent
+        // `ValueError`.
         match err.root() {
+            // PyO3 picks the `OSError` subclass of the kind.
+            Error::Io { kind, .. } => std::io::Error::new(*kind, message).into(),
             Error::UnsupportedDevice { .. }
             | Error::UnsupportedVersion { .. }
             | Error::UnsupportedLanes { .. }
@@ -42,7 +42,23 @@ impl From<Error> for PyErr {
             Error::MissingTensor { .. } => PyKeyError::new_err(message),
             Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
             Error::NotExclusive => PyBufferError::new_err(message),
-            _ => PyValueError::new_err(message),
+            Error::NegativeExtent { .. }
+            | Error::Overflow { .. }
+            | Error::ShapeMismatch { .. }
+            | Error::ReadOnly
+            | Error::OverlappingStrides
+            | Error::InvalidBool { .. }
+            | Error::StridesLength { .. }
+            | Error::TooManyDimensions { .. }
+            | Error::OutOfBuffer { .. }
+            | Error::BufferResized { .. }
+            | Error::DuplicateName { .. }
+            | Error::UnexpectedTensors { .. }
+            | Error::StateDict { .. }
+            | Error::InvalidName { .. }
+            | Error::InvalidFile { .. }
+            // (`root` never returns a `Tensor`: it unwraps them.)
+            | Error::Tensor { .. } => PyValueError::new_err(message),
         }
     }
 }

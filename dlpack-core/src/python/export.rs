@@ -294,7 +294,7 @@ fn header<M: Abi>(
 fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
     fn copy<A: Element>(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
         let view = tensor.as_array::<A, IxDyn>()?;
-        Ok(crate::interop::ndarray::copy_standard(view)?.to_dlpack()?)
+        Ok(crate::bridge::ndarray::copy_standard(view)?.to_dlpack()?)
     }
     let dtype = tensor.dtype();
     macro_rules! dispatch {

@@ -7,16 +7,16 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyCapsule, PyString, PyTuple};
 
+use crate::batch::TensorBatch;
+#[cfg(feature = "ndarray")]
+use crate::bridge::ndarray::DLPackArray;
 use crate::device::Device;
 #[cfg(feature = "ndarray")]
 use crate::dtype::Element;
 #[cfg(feature = "ndarray")]
 use crate::error::Error;
 use crate::ffi::{DLDeviceType, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-#[cfg(feature = "ndarray")]
-use crate::interop::ndarray::DLPackArray;
 use crate::tensor::ManagedTensor;
-use crate::tensor_batch::TensorBatch;
 
 #[cfg(doc)]
 use super::Tensor;

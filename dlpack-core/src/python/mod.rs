@@ -1,4 +1,4 @@
-//! Python interop (feature `pyo3`): DLPack capsules for NumPy, PyTorch, JAX and every
+//! The Python bridge (feature `pyo3`): DLPack capsules for NumPy, PyTorch, JAX and every
 //! other implementation of the Python array API's `__dlpack__` protocol.
 //!
 //! - A [`ManagedTensor`] returned to Python (any `#[pyfunction]` returning it, or

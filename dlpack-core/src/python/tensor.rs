@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{IntoPyObject, intern};
 
+use crate::batch::TensorBatch;
 use crate::tensor::ManagedTensor;
-use crate::tensor_batch::TensorBatch;
 
 /// A [`ManagedTensor`] as a Python object that any DLPack consumer accepts:
 /// `numpy.from_dlpack`, `torch.from_dlpack`, `jax.dlpack.from_dlpack`,

@@ -22,8 +22,8 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 
-use super::abi::{Abi, Raw, with_abi};
-use super::{HeaderRef, ManagedTensor};
+use super::abi::{Abi, with_abi};
+use super::{ManagedTensor, with_header};
 
 /// What a header's `describe` callback reports about the data (the shape and strides
 /// it writes in place).
@@ -316,11 +316,7 @@ impl ManagedTensor {
     /// Whether this crate allocated the header (see `is_own`).
     #[inline]
     pub(crate) fn is_own(&self) -> bool {
-        match (self.raw(), self.header()) {
-            (Raw::Versioned(ptr), HeaderRef::Versioned(m)) => is_own(ptr, m),
-            (Raw::Legacy(ptr), HeaderRef::Legacy(m)) => is_own(ptr, m),
-            _ => false,
-        }
+        with_header!(self, ptr, m => is_own(ptr, m))
     }
 
     /// The owner value of a tensor made by this crate with owner type `O`; `None` for

@@ -25,7 +25,7 @@ use core::ptr::NonNull;
 
 use crate::device::Device;
 use crate::dtype::DataType;
-use crate::error::{Error, ReadOnlyLegacyError, Result};
+use crate::error::{Error, Result};
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPackVersion, DLTensor,
@@ -102,22 +102,24 @@ unsafe impl Send for ManagedTensor {}
 //   contract, or for a shared tensor by the protocol (see "Import safety").
 unsafe impl Sync for ManagedTensor {}
 
-/// The header of a tensor, borrowed as the struct of its ABI.
-#[derive(Clone, Copy)]
-pub(super) enum HeaderRef<'a> {
-    Versioned(&'a DLManagedTensorVersioned),
-    Legacy(&'a DLManagedTensor),
+/// Evaluates `$body` with `$ptr` bound to the pointer of a tensor's header and `$m` to
+/// the header itself, borrowed as the struct of its ABI, whatever that is: the one
+/// borrow of a header (see [`with_abi!`]).
+macro_rules! with_header {
+    ($tensor:expr, $ptr:ident, $m:ident => $body:expr) => {{
+        let tensor: &$crate::ManagedTensor = $tensor;
+        $crate::tensor::abi::with_abi!(tensor.raw(), $ptr => {
+            // SAFETY:
+            // - the pointer is non-null, aligned and valid until the deleter runs (the
+            //   `from_raw` contract, or our own header), which is after the handle dies,
+            //   and the borrow lasts no longer than the borrow of the handle;
+            // - nobody mutates the struct while the handle owns it.
+            let $m = unsafe { $ptr.as_ref() };
+            $body
+        })
+    }};
 }
-
-/// Evaluates `$body` with `$m` bound to the header of a [`HeaderRef`], whatever its ABI.
-macro_rules! on_header {
-    ($header:expr, $m:ident => $body:expr) => {
-        match $header {
-            HeaderRef::Versioned($m) => $body,
-            HeaderRef::Legacy($m) => $body,
-        }
-    };
-}
+pub(crate) use with_header;
 
 impl ManagedTensor {
     /// Takes ownership of a DLPack 1.x tensor.
@@ -360,23 +362,10 @@ impl ManagedTensor {
         }
     }
 
-    #[inline]
-    pub(super) fn header(&self) -> HeaderRef<'_> {
-        match self.raw() {
-            // SAFETY:
-            // - the pointer is non-null, aligned and valid until the deleter runs (the
-            //   `from_raw` contract, or our own header), which is after `self` dies;
-            // - nobody mutates the struct while we own it.
-            Raw::Versioned(ptr) => HeaderRef::Versioned(unsafe { ptr.as_ref() }),
-            // SAFETY: as above, for the legacy struct.
-            Raw::Legacy(ptr) => HeaderRef::Legacy(unsafe { ptr.as_ref() }),
-        }
-    }
-
     /// The plain `DLTensor` description.
     #[inline]
     pub fn dl_tensor(&self) -> &DLTensor {
-        on_header!(self.header(), m => m.dl_tensor())
+        with_header!(self, _ptr, m => m.dl_tensor())
     }
 
     /// Number of dimensions.
@@ -446,7 +435,7 @@ impl ManagedTensor {
     /// The `DLPACK_FLAG_BITMASK_*` flags; always 0 for a legacy tensor.
     #[inline]
     pub fn flags(&self) -> u64 {
-        on_header!(self.header(), m => m.flags())
+        with_header!(self, _ptr, m => m.flags())
     }
 
     /// Whether the producer forbids writes (`READ_ONLY`).
@@ -464,7 +453,7 @@ impl ManagedTensor {
     /// The DLPack version of a versioned tensor; `None` for a legacy one.
     #[inline]
     pub fn version(&self) -> Option<DLPackVersion> {
-        on_header!(self.header(), m => m.version())
+        with_header!(self, _ptr, m => m.version())
     }
 
     /// Whether this holds a legacy `DLManagedTensor`.
@@ -542,4 +531,54 @@ unsafe fn raw_slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     //   `len` initialised values valid for `'a`;
     // - `len` values were allocated by the producer, so their size fits `isize`.
     unsafe { core::slice::from_raw_parts(ptr, len) }
+}
+
+/// A `READ_ONLY` tensor was offered to the legacy ABI, which cannot carry the flag
+/// ([`ManagedTensor::into_raw_legacy`], and the dlpark bridge's legacy hand-off).
+///
+/// The tensor is inside, untouched: take it back with
+/// [`into_tensor`](Self::into_tensor) (to keep it versioned, or to copy it), or drop the
+/// error, which drops the tensor and so runs its deleter once. Converting it into
+/// [`Error`] gives [`Error::ReadOnlyLegacy`] and drops the tensor the same way.
+pub struct ReadOnlyLegacyError {
+    tensor: ManagedTensor,
+}
+
+impl ReadOnlyLegacyError {
+    pub(crate) fn new(tensor: ManagedTensor) -> Self {
+        Self { tensor }
+    }
+
+    /// The refused tensor.
+    pub fn tensor(&self) -> &ManagedTensor {
+        &self.tensor
+    }
+
+    /// Gives the refused tensor back.
+    pub fn into_tensor(self) -> ManagedTensor {
+        self.tensor
+    }
+}
+
+impl fmt::Debug for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadOnlyLegacyError")
+            .field("tensor", &self.tensor)
+            .finish()
+    }
+}
+
+impl fmt::Display for ReadOnlyLegacyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Error::ReadOnlyLegacy, f)
+    }
+}
+
+impl std::error::Error for ReadOnlyLegacyError {}
+
+impl From<ReadOnlyLegacyError> for Error {
+    /// [`Error::ReadOnlyLegacy`]; the tensor is dropped, so its deleter runs once.
+    fn from(_: ReadOnlyLegacyError) -> Self {
+        Error::ReadOnlyLegacy
+    }
 }

@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 
+use crate::batch::{TensorBatch, is_under};
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
-use crate::tensor_batch::{TensorBatch, is_under};
 
 use super::load::{LoadReport, Problems};
 use super::{FromDLPack, ToDLPack, batch_of, join_name, leaf_from, strict_from};

@@ -2,8 +2,8 @@
 //! `load_state_dict` does: [`Problems`] collects the errors of the fields and items of
 //! one value, and the top-level functions add the names nobody took.
 
+use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
-use crate::tensor_batch::TensorBatch;
 
 use super::FromDLPack;
 

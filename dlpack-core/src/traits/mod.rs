@@ -8,9 +8,9 @@
 mod containers;
 mod load;
 
+use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
-use crate::tensor_batch::TensorBatch;
 
 pub use load::LoadReport;
 pub use load::Problems;

@@ -1,16 +1,16 @@
-//! ndarray interop (feature `ndarray`): checked borrowed views, the owned zero-copy
+//! The ndarray bridge (feature `ndarray`): checked borrowed views, the owned zero-copy
 //! import [`DLPackArray`], and `ToDLPack`/`FromDLPack` for every kind of array (what
 //! each one does is in the README's table).
 //!
 //! - `view`: `ManagedTensor::as_array` / `as_array_mut`, and the checks behind them;
 //! - `owned`: [`DLPackArray`];
-//! - `exchange`: exports (zero-copy moves and shares, copies), the zero-copy way back
+//! - `convert`: exports (zero-copy moves and shares, copies), the zero-copy way back
 //!   for our own exports, and the trait impls.
 
-mod exchange;
+mod convert;
 mod owned;
 mod view;
 
 #[cfg(feature = "pyo3")]
-pub(crate) use exchange::copy_standard;
+pub(crate) use convert::copy_standard;
 pub use owned::DLPackArray;

@@ -9,6 +9,7 @@ use ndarray::{
     Ix3, Ix4, Ix5, Ix6, IxDyn,
 };
 
+use crate::batch::TensorBatch;
 use crate::device::Device;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
@@ -16,7 +17,6 @@ use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::tensor::{Desc, ManagedTensor, build};
-use crate::tensor_batch::TensorBatch;
 use crate::traits::{FromDLPack, LoadReport, ToDLPack, leaf_from, leaf_into, leaf_load};
 
 use super::owned::DLPackArray;

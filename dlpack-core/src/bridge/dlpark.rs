@@ -7,9 +7,10 @@ use ::dlpark::TryFromDlpack;
 use ::dlpark::ffi as dp;
 use ::dlpark::{legacy, versioned};
 
-use crate::error::{Error, ReadOnlyLegacyError, Result};
+use crate::error::{Error, Result};
 use crate::ffi;
 use crate::tensor::ManagedTensor;
+use crate::tensor::ReadOnlyLegacyError;
 
 // The hand-offs below rest on three facts, stated here once:
 //

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use memmap2::{MmapMut, MmapOptions};
 use safetensors::tensor::TensorInfo;
 
+use crate::batch::TensorBatch;
 use crate::device::Device;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
 use crate::tensor::{AlignedBytes, ManagedTensor, element_bytes_mut, into_bools, zeroed_elements};
-use crate::tensor_batch::TensorBatch;
 
 use header::{Entry, Header, LENGTH_BYTES, MAX_HEADER, header_length, invalid};
 

@@ -24,13 +24,13 @@ use burn_std::{
     Shape, Writer,
 };
 
+use crate::batch::TensorBatch;
 use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 use crate::layout::{self, Positions};
 use crate::tensor::{AlignedBytes, ManagedTensor};
-use crate::tensor_batch::TensorBatch;
 use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
 
 fn burn_error(message: String) -> Error {

@@ -1,4 +1,5 @@
-//! [`TensorBatch`]: named tensors, as a PyTorch `state_dict` holds them.
+//! [`TensorBatch`]: named tensors, as a PyTorch `state_dict` holds them, and its
+//! iterators.
 
 use core::fmt;
 use std::collections::BTreeMap;

@@ -8,7 +8,7 @@ use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
-use super::exchange::{copy_standard, reclaim};
+use super::convert::{copy_standard, reclaim};
 
 /// An owned, zero-copy import: a [`ManagedTensor`] validated once as an array of `A`
 /// with dimension `D`.
