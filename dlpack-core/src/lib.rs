@@ -48,7 +48,7 @@
 //! |---|---|
 //! | [`ffi`] | the `#[repr(C)]` DLPack 1.3 ABI, versioned and legacy: data only |
 //! | `dtype`, `device` | [`DataType`], [`Element`] (and [`for_each_element!`]), [`Device`] |
-//! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait, and the one raw delete), `header` (the single-allocation header of our exports, and how it is recognised), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]), `adapter` (one ABI wrapped in the other) |
+//! | `tensor` | [`ManagedTensor`], the one owning handle: `abi` (the two C structs behind one trait, and the one raw delete), `header` (the single-allocation header of our exports, and how it is recognised), `producer` ([`ManagedTensor::from_buffer`], [`ManagedTensor::from_owner`]), `adapter` (one ABI wrapped in the other), `bytes` ([`ByteSpan`], the layout check every bridge makes, and a tensor's bytes in C order) |
 //! | `layout` | the layout engine: pure functions from shape/strides/offset to what ndarray accepts; `positions` (each distinct byte once) |
 //! | `bridge::ndarray` | checked views (`as_array`), `DLPackArray`, and `ToDLPack`/`FromDLPack` for arrays (feature `ndarray`) |
 //! | `bridge::dlpark` | the [`dlpark`] bridge (feature `dlpark`) |
@@ -170,7 +170,7 @@ pub use batch::TensorBatch;
 pub use device::Device;
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result};
-pub use tensor::{ManagedTensor, ReadOnlyLegacyError};
+pub use tensor::{ByteSpan, ManagedTensor, ReadOnlyLegacyError};
 pub use traits::{FromDLPack, LoadReport, ToDLPack};
 
 #[cfg(feature = "ndarray")]

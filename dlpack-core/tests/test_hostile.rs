@@ -234,3 +234,82 @@ fn a_copied_header_is_not_taken_for_ours() {
     assert_ne!(back.as_ptr(), ptr, "a copy, not the original's buffer");
     assert_eq!(counter.get(), 1);
 }
+
+/// A foreign tensor of `spec`, counted.
+fn foreign(spec: &Spec) -> (ManagedTensor, Counter) {
+    let counter = Counter::new();
+    let raw = common::versioned(spec, &counter);
+    // SAFETY: every spec here keeps its data inside the buffer, or has none to read
+    // (`byte_span` reads no element).
+    (unsafe { ManagedTensor::from_raw(raw) }.unwrap(), counter)
+}
+
+#[test]
+fn the_byte_span_is_checked_for_any_layout() {
+    // 2^62 elements broadcast from one: the span is one element, whatever the count.
+    let (t, counter) = broadcast(DataType::F32, 1, &[HUGE]);
+    let span = t.byte_span().unwrap();
+    assert_eq!((span.elements, span.len), (1 << 62, 4));
+    assert_eq!(span.start, span.first);
+    drop(t);
+    assert_eq!(counter.get(), 1);
+
+    // Negative strides: the span starts below the first element.
+    let mut spec = Spec::new(&[2, 3], DataType::I16.to_raw(), vec![0; 2]);
+    spec.strides = Some(vec![-3, 1]);
+    spec.byte_offset = 6;
+    let (t, counter) = foreign(&spec);
+    let span = t.byte_span().unwrap();
+    assert_eq!(span.first, t.data() as usize + 6);
+    assert_eq!((span.start, span.len), (t.data() as usize, 12));
+    span.check_aligned(2).unwrap();
+    assert!(matches!(
+        span.check_aligned(16),
+        Err(Error::Misaligned { align: 16, .. })
+    ));
+    drop(t);
+    assert_eq!(counter.get(), 1);
+
+    // An empty tensor may have NULL data; a non-empty one may not.
+    let mut spec = Spec::new(&[0, 5], DataType::F64.to_raw(), vec![]);
+    spec.data_at = None;
+    let (t, _) = foreign(&spec);
+    let span = t.byte_span().unwrap();
+    assert_eq!((span.elements, span.len), (0, 0));
+    span.check_aligned(8).unwrap();
+    let mut spec = Spec::new(&[1], DataType::F64.to_raw(), vec![]);
+    spec.data_at = None;
+    let (t, counter) = foreign(&spec);
+    assert!(matches!(
+        t.byte_span(),
+        Err(Error::NullData { elements: 1 })
+    ));
+    drop(t);
+    assert_eq!(counter.get(), 1);
+
+    // Extents and spans that do not fit.
+    let (t, _) = foreign(&Spec::new(&[-1], DataType::U8.to_raw(), vec![0]));
+    assert!(matches!(t.byte_span(), Err(Error::NegativeExtent { .. })));
+    let mut spec = Spec::new(&[2, 2], DataType::F64.to_raw(), vec![0]);
+    spec.strides = Some(vec![1 << 61, 1]);
+    let (t, _) = foreign(&spec);
+    assert!(matches!(t.byte_span(), Err(Error::Overflow { .. })));
+    // A byte offset that wraps the address space.
+    let mut spec = Spec::new(&[2], DataType::U8.to_raw(), vec![0]);
+    spec.byte_offset = u64::MAX - 8;
+    let (t, _) = foreign(&spec);
+    assert!(matches!(t.byte_span(), Err(Error::Overflow { .. })));
+
+    // Packed four-bit elements must be C-contiguous.
+    let float4 = DataType::from_raw(dlpack_core::ffi::DLDataType {
+        code: dlpack_core::ffi::DLDataTypeCode::kDLFloat4_e2m1fn,
+        bits: 4,
+        lanes: 1,
+    });
+    let (t, _) = foreign(&Spec::new(&[3], float4.to_raw(), vec![0]));
+    assert_eq!(t.byte_span().unwrap().len, 2);
+    let mut spec = Spec::new(&[3], float4.to_raw(), vec![0]);
+    spec.strides = Some(vec![2]);
+    let (t, _) = foreign(&spec);
+    assert!(matches!(t.byte_span(), Err(Error::PackedLayout { .. })));
+}

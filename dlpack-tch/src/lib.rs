@@ -43,11 +43,11 @@
 //!   `transpose`... keeps its base tensor (torch tracks it for autograd), so its export
 //!   is shared.
 //! - `byte_offset` is folded into the data pointer (libtorch ignores it); negative
-//!   strides, which torch cannot represent, are an [`Error::Framework`]; `bool` data is
+//!   strides, which torch cannot represent, are an [`Error::Framework`](dlpack_core::Error::Framework); `bool` data is
 //!   checked to hold only 0 and 1 (on the CPU), since other bytes are undefined
 //!   behaviour in C++ as in Rust.
 //! - libtorch's errors (a dtype or device it lacks, a tensor that requires grad, a
-//!   conjugated view) come back as [`Error::Framework`] with libtorch's one-line message;
+//!   conjugated view) come back as [`Error::Framework`](dlpack_core::Error::Framework) with libtorch's one-line message;
 //!   no C++ exception ever unwinds into Rust.
 //! - CUDA and other devices take the same code path: the pointer and the device move,
 //!   the memory is never touched by this crate.
@@ -82,7 +82,7 @@ mod shim;
 struct ReadmeDoctests;
 
 use dlpack_core::ffi::DLDeviceType;
-use dlpack_core::{DataType, Device, Error, ManagedTensor, Result, TensorBatch};
+use dlpack_core::{DataType, Device, ManagedTensor, Result, TensorBatch};
 
 /// Conversions of a [`ManagedTensor`] into torch.
 pub trait ManagedTensorExt: Sized {
@@ -94,10 +94,10 @@ pub trait ManagedTensorExt: Sized {
     ///
     /// # Errors
     ///
-    /// The tensor is dropped (its deleter runs once) and [`Error`] returned when its
+    /// The tensor is dropped (its deleter runs once) and [`Error`](dlpack_core::Error) returned when its
     /// layout cannot be viewed safely (negative extents, an overflowing span, NULL or
     /// misaligned data, `bool` bytes other than 0 and 1), when torch cannot represent it
-    /// (negative strides), or when libtorch refuses it ([`Error::Framework`]: a dtype or
+    /// (negative strides), or when libtorch refuses it ([`Error::Framework`](dlpack_core::Error::Framework): a dtype or
     /// device torch lacks).
     fn into_tch(self) -> Result<tch::Tensor>;
 }
@@ -120,7 +120,7 @@ pub trait TensorExt {
     ///
     /// # Errors
     ///
-    /// [`Error::Framework`] for what DLPack cannot carry: a tensor that requires grad
+    /// [`Error::Framework`](dlpack_core::Error::Framework) for what DLPack cannot carry: a tensor that requires grad
     /// (export `detach()`, as PyTorch asks), a conjugate or negative view (export
     /// `resolve_conj()` / `resolve_neg()`), a sparse or quantized tensor.
     fn into_managed(self) -> Result<ManagedTensor>;
@@ -154,7 +154,7 @@ impl TensorExt for tch::Tensor {
 ///
 /// # Errors
 ///
-/// [`Error::Framework`] for a device libtorch or tch does not have.
+/// [`Error::Framework`](dlpack_core::Error::Framework) for a device libtorch or tch does not have.
 pub fn tch_device(device: Device) -> Result<tch::Device> {
     const CPU: i32 = 0;
     const CUDA: i32 = 1;
@@ -188,7 +188,6 @@ pub fn dlpack_device(device: tch::Device) -> Device {
 /// What libtorch would accept without checking, checked here: the layout must be one
 /// that torch can address without leaving the allocation, and `bool` bytes valid.
 fn check_for_torch(tensor: &ManagedTensor) -> Result<()> {
-    let count = tensor.num_elements()?;
     if let Some(strides) = tensor.strides() {
         if let Some(axis) = strides.iter().position(|&s| s < 0) {
             return Err(shim::torch_error(format!(
@@ -198,51 +197,19 @@ fn check_for_torch(tensor: &ManagedTensor) -> Result<()> {
             )));
         }
     }
+    // Extents, overflow, NULL data and the address space, as the core checks them.
+    let span = tensor.byte_span()?;
+    // libtorch reads elements of its own alignment: the element size, up to 16 bytes.
+    let item = tensor.dtype().size_in_bytes();
+    span.check_aligned(if item.is_power_of_two() {
+        item.min(16)
+    } else {
+        1
+    })?;
     let dtype = tensor.dtype();
-    let item = dtype.size_in_bytes().max(1);
-    if count > 0 {
-        // The last element's offset in elements, then the span in bytes.
-        let last = match tensor.strides() {
-            None => count - 1,
-            Some(strides) => tensor
-                .shape()
-                .iter()
-                .zip(strides)
-                .try_fold(0usize, |acc, (&extent, &stride)| {
-                    let steps = usize::try_from(extent - 1).ok()?;
-                    let stride = usize::try_from(stride).ok()?;
-                    acc.checked_add(steps.checked_mul(stride)?)
-                })
-                .ok_or(Error::Overflow { what: "byte span" })?,
-        };
-        let fits = last
-            .checked_add(1)
-            .and_then(|n| n.checked_mul(item))
-            .and_then(|n| n.checked_add(usize::try_from(tensor.byte_offset()).ok()?))
-            .is_some_and(|n| isize::try_from(n).is_ok());
-        if !fits {
-            return Err(Error::Overflow { what: "byte span" });
-        }
-        if tensor.data().is_null() {
-            return Err(Error::NullData { elements: count });
-        }
-        let address = (tensor.data() as usize).wrapping_add(tensor.byte_offset() as usize);
-        let align = if item.is_power_of_two() {
-            item.min(16)
-        } else {
-            1
-        };
-        if address % align != 0 {
-            return Err(Error::Misaligned {
-                what: "data",
-                address,
-                align,
-            });
-        }
-        if dtype == DataType::BOOL && tensor.device().is_cpu_accessible() {
-            // A view of every distinct byte checks each is 0 or 1.
-            tensor.as_array::<bool, dlpack_core::ndarray::IxDyn>()?;
-        }
+    if span.elements > 0 && dtype == DataType::BOOL && tensor.device().is_cpu_accessible() {
+        // A view of every distinct byte checks each is 0 or 1.
+        tensor.as_array::<bool, dlpack_core::ndarray::IxDyn>()?;
     }
     Ok(())
 }

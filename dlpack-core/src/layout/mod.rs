@@ -297,6 +297,21 @@ pub(crate) fn c_strides(shape: &[i64], out: &mut [i64]) {
     }
 }
 
+/// Writes `shape` and `strides` into a new header's arrays: C-contiguous strides when
+/// there are none (DLPack 1.2 and later require them).
+pub(crate) fn copy_into(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    shape_out: &mut [i64],
+    strides_out: &mut [i64],
+) {
+    shape_out.copy_from_slice(shape);
+    match strides {
+        Some(given) => strides_out.copy_from_slice(given),
+        None => c_strides(shape, strides_out),
+    }
+}
+
 /// Writes an ndarray-style layout (checked by [`check_native_layout`]: every value fits
 /// `i64`) as DLPack's `i64`s.
 pub(crate) fn write_native(

@@ -256,11 +256,7 @@ fn header<M: Abi>(
     let ndim = owner.ndim();
     let describe = move |owner: &mut Arc<ManagedTensor>, shape: &mut [i64], strides: &mut [i64]| {
         let source = &**owner;
-        shape.copy_from_slice(source.shape());
-        match source.strides() {
-            Some(given) => strides.copy_from_slice(given),
-            None => layout::c_strides(shape, strides),
-        }
+        layout::copy_into(source.shape(), source.strides(), shape, strides);
         Ok(Desc {
             data: if flat {
                 source.data_ptr()

@@ -22,11 +22,7 @@ pub(super) fn wrap<M: Abi>(inner: ManagedTensor) -> NonNull<M> {
     let built = unsafe {
         build::<M, Adapter>(Adapter(inner), ndim, |adapter, shape, strides| {
             let t = &adapter.0;
-            shape.copy_from_slice(t.shape());
-            match t.strides() {
-                Some(given) => strides.copy_from_slice(given),
-                None => layout::c_strides(shape, strides),
-            }
+            layout::copy_into(t.shape(), t.strides(), shape, strides);
             Ok(Desc {
                 data: t.data(),
                 dtype: t.dtype(),

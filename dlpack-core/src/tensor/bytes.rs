@@ -11,6 +11,62 @@ use crate::layout;
 
 use super::ManagedTensor;
 
+/// Where a tensor's elements lie in memory, as [`ManagedTensor::byte_span`] measures
+/// it after checking that every element can be addressed there. Addresses are plain
+/// numbers (of the tensor's device): nothing here reads or keeps the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ByteSpan {
+    /// The number of elements.
+    pub elements: usize,
+    /// The address of the lowest byte any element occupies (with negative strides,
+    /// below the first element); the first element's address when the tensor is empty.
+    pub start: usize,
+    /// The address of the first element (index `[0, ...]`): `data + byte_offset`.
+    pub first: usize,
+    /// Bytes from `start` to one past the highest byte any element occupies: every
+    /// element lies in `start..start + len`, which fits `isize` and the address space.
+    /// 0 when the tensor is empty.
+    pub len: usize,
+}
+
+impl ByteSpan {
+    /// Checks that the first element's address is a multiple of `align` (a power of
+    /// two), as a consumer that reads elements of that alignment needs; an empty tensor
+    /// passes, since none of its addresses is ever read. Every element of a tensor with
+    /// whole-byte elements is aligned when the first one is and each stride is a whole
+    /// number of elements, which DLPack's strides always are.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Misaligned`] with the address and `align`.
+    pub fn check_aligned(&self, align: usize) -> Result<()> {
+        if self.elements == 0 || align <= 1 || self.first % align == 0 {
+            return Ok(());
+        }
+        Err(Error::Misaligned {
+            what: "data",
+            address: self.first,
+            align,
+        })
+    }
+}
+
+/// What [`ManagedTensor::measure`] found.
+struct Measured {
+    /// The number of elements.
+    elements: usize,
+    /// Bytes per step of the plan (1 for packed sub-byte elements).
+    size: usize,
+    /// Sub-byte elements packed in one C-contiguous run, `bytes.span` bytes long.
+    packed: bool,
+    /// The plan in bytes: `low` and `span` count bytes (fitting `isize`), `count`
+    /// elements (bytes when packed).
+    bytes: layout::Plan,
+    /// The byte distance from `data` to the lowest byte.
+    delta: isize,
+}
+
 /// The runs of bytes that hold a tensor's elements in C order (see
 /// [`ManagedTensor::c_order_runs`]): concatenated, they are the tensor as a C-contiguous
 /// array. Each run is a slice of the tensor's own memory.
@@ -82,9 +138,131 @@ impl ManagedTensor {
         self.flags() & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
     }
 
+    /// The memory a tensor's elements occupy, checked as every reader needs it (see
+    /// [`ByteSpan`]); `dim` and `steps` receive the extents and non-negative element
+    /// steps of [`layout::plan`]. With `views`, the element count must also fit `isize`
+    /// in bytes, as ndarray's views and this crate's copies need.
+    fn measure(&self, dim: &mut [usize], steps: &mut [usize], views: bool) -> Result<Measured> {
+        let dtype = self.dtype();
+        let bits = usize::from(dtype.bits()) * usize::from(dtype.lanes());
+        if bits == 0 {
+            return Err(Error::UnsupportedDtype { dtype });
+        }
+        let (size, packed) = if bits % 8 == 0 {
+            (bits / 8, false)
+        } else if bits < 8 && self.is_padded() {
+            // One element per byte (DLPack 1.1's `IS_SUBBYTE_TYPE_PADDED`).
+            (1, false)
+        } else {
+            // Planned as one-byte elements: extents, overflow and C order are checked
+            // the same way, and the packed size is at most that.
+            (1, true)
+        };
+        let planned = if views { size } else { 1 };
+        let plan = layout::plan(self.shape(), self.strides(), planned, dim, steps)?;
+        let too_big = || Error::Overflow { what: "byte span" };
+        let in_bytes = |n: usize, size: usize| {
+            n.checked_mul(size)
+                .filter(|&b| isize::try_from(b).is_ok())
+                .ok_or_else(too_big)
+        };
+        let bytes = if packed {
+            let contiguous = self.strides().is_none_or(|given| {
+                let mut expected = vec![0i64; given.len()];
+                layout::c_strides(self.shape(), &mut expected);
+                (0..given.len()).all(|axis| dim[axis] <= 1 || given[axis] == expected[axis])
+            });
+            if !contiguous {
+                return Err(Error::PackedLayout { dtype });
+            }
+            let packed = plan
+                .count
+                .checked_mul(bits)
+                .map(|b| b.div_ceil(8))
+                .filter(|&b| isize::try_from(b).is_ok())
+                .ok_or_else(too_big)?;
+            layout::Plan {
+                count: packed,
+                low: 0,
+                span: packed,
+            }
+        } else {
+            layout::Plan {
+                count: plan.count,
+                low: in_bytes(plan.low, size)?,
+                span: in_bytes(plan.span, size)?,
+            }
+        };
+        let delta = layout::check_address(self.data() as usize, self.byte_offset(), &bytes, 1, 1)?;
+        Ok(Measured {
+            elements: plan.count,
+            size,
+            packed,
+            bytes,
+            delta,
+        })
+    }
+
+    /// Where the tensor's elements lie in memory, after checking every element can be
+    /// addressed there: the extents (none negative), the element count and the byte
+    /// span (they fit `isize`), the data pointer (not NULL unless the tensor is empty)
+    /// and the whole span (inside the address space). The device is not checked: the
+    /// addresses are the device's.
+    ///
+    /// This is the check a bridge to another framework makes before it hands the
+    /// memory on; add the framework's own rules (its alignment with
+    /// [`ByteSpan::check_aligned`], the strides it accepts) and, for `bool` tensors on
+    /// the CPU, the values (`as_array::<bool, _>`).
+    ///
+    /// Elements whose size is not a whole number of bytes (float6, float4) span
+    /// `ceil(elements * bits / 8)` bytes and must be C-contiguous (packed, as DLPack
+    /// describes them), unless flagged `IS_SUBBYTE_TYPE_PADDED` (one byte each).
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// // Every other element of 3, as `a[::-2]` would be: the span runs from the
+    /// // lowest element to the highest, whatever the strides' signs.
+    /// let t = ManagedTensor::from_buffer(vec![1.0f32, 2.0, 3.0, 4.0, 5.0], 4, &[3], &[-2])?;
+    /// let span = t.byte_span()?;
+    /// assert_eq!((span.elements, span.len), (3, 20));
+    /// assert_eq!(span.first, t.data_ptr() as usize);
+    /// assert_eq!(span.start, span.first - 16);
+    /// span.check_aligned(4)?;
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnsupportedDtype`] for a type of no bits, [`Error::PackedLayout`] for
+    /// packed sub-byte elements that are not C-contiguous, [`Error::NegativeExtent`],
+    /// [`Error::Overflow`], [`Error::NullData`].
+    pub fn byte_span(&self) -> Result<ByteSpan> {
+        let ndim = self.ndim();
+        let (mut dim, mut steps) = (vec![0usize; ndim], vec![0usize; ndim]);
+        let measured = self.measure(&mut dim, &mut steps, false)?;
+        let data = self.data() as usize;
+        let first = data.wrapping_add(self.byte_offset() as usize);
+        if measured.elements == 0 {
+            return Ok(ByteSpan {
+                elements: 0,
+                start: first,
+                first,
+                len: 0,
+            });
+        }
+        Ok(ByteSpan {
+            elements: measured.elements,
+            // `check_address` proved the span lies inside the address space.
+            start: data.wrapping_add_signed(measured.delta),
+            first,
+            len: measured.bytes.span,
+        })
+    }
+
     /// The tensor's bytes in C order, as runs of its own memory (one run when the tensor
     /// is C-contiguous), after checking the device (CPU-accessible) and the layout (as
-    /// `as_array` does, with the element size of the dtype and no alignment).
+    /// [`byte_span`](Self::byte_span) does).
     ///
     /// Elements whose size is not a whole number of bytes (float6, float4, packed
     /// booleans) are read only from a C-contiguous tensor, packed as DLPack 1.1 and
@@ -96,25 +274,28 @@ impl ManagedTensor {
         if !device.is_cpu_accessible() {
             return Err(Error::UnsupportedDevice { device });
         }
-        let dtype = self.dtype();
-        let bits = usize::from(dtype.bits()) * usize::from(dtype.lanes());
-        if bits == 0 {
-            return Err(Error::UnsupportedDtype { dtype });
-        }
         let ndim = self.ndim();
         let (mut dim, mut steps) = (vec![0usize; ndim], vec![0usize; ndim]);
-        let size = if bits % 8 == 0 {
-            bits / 8
-        } else if bits < 8 && self.is_padded() {
-            // One element per byte (DLPack 1.1's `IS_SUBBYTE_TYPE_PADDED`).
-            1
-        } else {
-            return self.packed_run(bits, &mut dim, &mut steps);
-        };
-        let plan = layout::plan(self.shape(), self.strides(), size, &mut dim, &mut steps)?;
-        let delta =
-            layout::check_address(self.data() as usize, self.byte_offset(), &plan, size, 1)?;
+        let Measured {
+            elements,
+            size,
+            packed,
+            bytes,
+            delta,
+        } = self.measure(&mut dim, &mut steps, true)?;
         let lowest = self.data().cast_const().cast::<u8>().wrapping_offset(delta);
+        if packed {
+            return Ok(Runs {
+                lowest,
+                run: bytes.span,
+                offset: 0,
+                outer: Vec::new(),
+                steps: Vec::new(),
+                index: Vec::new(),
+                left: usize::from(bytes.span > 0),
+                _tensor: PhantomData,
+            });
+        }
         // Signed byte steps (bounded by the span, which fits `isize`).
         let given = self.strides();
         let signed: Vec<isize> = (0..ndim)
@@ -137,7 +318,7 @@ impl ManagedTensor {
         dim.truncate(outer);
         let mut signed = signed;
         signed.truncate(outer);
-        let left = if plan.count == 0 {
+        let left = if elements == 0 {
             0
         } else {
             dim.iter().product()
@@ -146,51 +327,11 @@ impl ManagedTensor {
             lowest,
             run,
             // Where the first element lies above the lowest byte.
-            offset: (plan.low * size) as isize,
+            offset: bytes.low as isize,
             index: vec![0; outer],
             outer: dim,
             steps: signed,
             left,
-            _tensor: PhantomData,
-        })
-    }
-
-    /// The one run of a C-contiguous tensor of `bits`-bit elements (not a whole number
-    /// of bytes), packed.
-    fn packed_run(&self, bits: usize, dim: &mut [usize], steps: &mut [usize]) -> Result<Runs<'_>> {
-        // Planned as one-byte elements: extents, overflow and C order are checked the
-        // same way, and the packed size is at most that.
-        let plan = layout::plan(self.shape(), self.strides(), 1, dim, steps)?;
-        let contiguous = self.strides().is_none_or(|given| {
-            let mut expected = vec![0i64; given.len()];
-            layout::c_strides(self.shape(), &mut expected);
-            (0..given.len()).all(|axis| dim[axis] <= 1 || given[axis] == expected[axis])
-        });
-        if !contiguous {
-            return Err(Error::PackedLayout {
-                dtype: self.dtype(),
-            });
-        }
-        let bytes = plan
-            .count
-            .checked_mul(bits)
-            .map(|b| b.div_ceil(8))
-            .filter(|&b| isize::try_from(b).is_ok())
-            .ok_or(Error::Overflow { what: "byte span" })?;
-        let packed = layout::Plan {
-            count: bytes,
-            low: 0,
-            span: bytes,
-        };
-        let delta = layout::check_address(self.data() as usize, self.byte_offset(), &packed, 1, 1)?;
-        Ok(Runs {
-            lowest: self.data().cast_const().cast::<u8>().wrapping_offset(delta),
-            run: bytes,
-            offset: 0,
-            outer: Vec::new(),
-            steps: Vec::new(),
-            index: Vec::new(),
-            left: usize::from(bytes > 0),
             _tensor: PhantomData,
         })
     }

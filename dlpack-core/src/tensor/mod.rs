@@ -36,6 +36,7 @@ pub(crate) use abi::{Abi, Raw, delete, with_abi};
 use adapter::{Adapter, wrap};
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 pub(crate) use bytes::AlignedBytes;
+pub use bytes::ByteSpan;
 #[cfg(feature = "safetensors")]
 pub(crate) use bytes::{element_bytes_mut, into_bools, zeroed_elements};
 pub(crate) use header::{Desc, build};

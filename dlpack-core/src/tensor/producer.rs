@@ -132,11 +132,7 @@ impl ManagedTensor {
             }
         }
         let describe = |owner: &mut O, shape_out: &mut [i64], strides_out: &mut [i64]| {
-            shape_out.copy_from_slice(shape);
-            match strides {
-                Some(strides) => strides_out.copy_from_slice(strides),
-                None => layout::c_strides(shape, strides_out),
-            }
+            layout::copy_into(shape, strides, shape_out, strides_out);
             Ok(Desc {
                 data: data(owner),
                 dtype,
