@@ -410,9 +410,3 @@ pub mod __private;
 #[cfg(all(doctest, feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
-
-/// The repository's README (outside the package: only `cargo test` in the repository
-/// reads it).
-#[cfg(all(doctest, feature = "derive", feature = "ndarray"))]
-#[doc = include_str!("../../README.md")]
-struct RepositoryReadmeDoctests;
