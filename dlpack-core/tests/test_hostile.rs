@@ -313,3 +313,28 @@ fn the_byte_span_is_checked_for_any_layout() {
     let (t, _) = foreign(&spec);
     assert!(matches!(t.byte_span(), Err(Error::PackedLayout { .. })));
 }
+
+#[test]
+fn the_byte_span_stays_within_reach_of_the_data_pointer() {
+    // 2^60 elements of 4 bytes 2^62 bytes past `data`: each part fits `isize`, the
+    // whole does not, so no allocation starting at `data` could hold it.
+    let mut spec = Spec::new(&[1 << 60], DataType::F32.to_raw(), vec![0; 2]);
+    spec.byte_offset = 1 << 62;
+    let (t, counter) = foreign(&spec);
+    assert!(matches!(t.byte_span(), Err(Error::Overflow { .. })));
+    drop(t);
+    assert_eq!(counter.get(), 1);
+    // NULL data is reported with the element count, packed elements included.
+    let float4 = DataType::from_raw(dlpack_core::ffi::DLDataType {
+        code: dlpack_core::ffi::DLDataTypeCode::kDLFloat4_e2m1fn,
+        bits: 4,
+        lanes: 1,
+    });
+    let mut spec = Spec::new(&[3], float4.to_raw(), vec![]);
+    spec.data_at = None;
+    let (t, _) = foreign(&spec);
+    assert!(matches!(
+        t.byte_span(),
+        Err(Error::NullData { elements: 3 })
+    ));
+}

@@ -482,6 +482,14 @@ fn invalid_layouts_never_reach_libtorch() {
     assert!(matches!(tensor.into_tch(), Err(Error::Overflow { .. })));
     assert_eq!(counter.get(), 1);
 
+    // A byte offset and a span that each fit, but not together: torch's storage would
+    // start at `data` and reach past `isize::MAX` bytes.
+    let mut spec = spec_f32(&[1.0], &[1 << 60]);
+    spec.byte_offset = 1 << 62;
+    let (tensor, counter) = foreign(&spec);
+    assert!(matches!(tensor.into_tch(), Err(Error::Overflow { .. })));
+    assert_eq!(counter.get(), 1);
+
     // Negative extents.
     let spec = spec_f32(&[1.0], &[-1]);
     let (tensor, counter) = foreign(&spec);

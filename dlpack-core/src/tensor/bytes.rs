@@ -25,8 +25,9 @@ pub struct ByteSpan {
     /// The address of the first element (index `[0, ...]`): `data + byte_offset`.
     pub first: usize,
     /// Bytes from `start` to one past the highest byte any element occupies: every
-    /// element lies in `start..start + len`, which fits `isize` and the address space.
-    /// 0 when the tensor is empty.
+    /// element lies in `start..start + len`, which is inside the address space and
+    /// within `isize::MAX` bytes of the data pointer (on either side of it). 0 when the
+    /// tensor is empty.
     pub len: usize,
 }
 
@@ -160,6 +161,11 @@ impl ManagedTensor {
         };
         let planned = if views { size } else { 1 };
         let plan = layout::plan(self.shape(), self.strides(), planned, dim, steps)?;
+        if plan.count > 0 && self.data().is_null() {
+            return Err(Error::NullData {
+                elements: plan.count,
+            });
+        }
         let too_big = || Error::Overflow { what: "byte span" };
         let in_bytes = |n: usize, size: usize| {
             n.checked_mul(size)
@@ -206,7 +212,8 @@ impl ManagedTensor {
     /// Where the tensor's elements lie in memory, after checking every element can be
     /// addressed there: the extents (none negative), the element count and the byte
     /// span (they fit `isize`), the data pointer (not NULL unless the tensor is empty)
-    /// and the whole span (inside the address space). The device is not checked: the
+    /// and the whole span (inside the address space, and within `isize::MAX` bytes of
+    /// the data pointer, as the distance from an allocation's start must be). The device is not checked: the
     /// addresses are the device's.
     ///
     /// This is the check a bridge to another framework makes before it hands the
@@ -251,12 +258,24 @@ impl ManagedTensor {
                 len: 0,
             });
         }
+        // `check_address` proved the span lies inside the address space.
+        let start = data.wrapping_add_signed(measured.delta);
+        let len = measured.bytes.span;
+        // Every byte within `isize::MAX` of `data`, whichever side: a consumer that
+        // takes `data` as its allocation's start (libtorch does, with `byte_offset` as
+        // the storage offset) must be able to reach the last byte from it.
+        let lowest = start.min(data);
+        let highest = (start + len).max(data);
+        if highest - lowest > isize::MAX as usize {
+            return Err(Error::Overflow {
+                what: "byte offset",
+            });
+        }
         Ok(ByteSpan {
             elements: measured.elements,
-            // `check_address` proved the span lies inside the address space.
-            start: data.wrapping_add_signed(measured.delta),
+            start,
             first,
-            len: measured.bytes.span,
+            len,
         })
     }
 

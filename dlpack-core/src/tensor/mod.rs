@@ -110,17 +110,29 @@ macro_rules! with_header {
     ($tensor:expr, $ptr:ident, $m:ident => $body:expr) => {{
         let tensor: &$crate::ManagedTensor = $tensor;
         $crate::tensor::abi::with_abi!(tensor.raw(), $ptr => {
-            // SAFETY:
-            // - the pointer is non-null, aligned and valid until the deleter runs (the
-            //   `from_raw` contract, or our own header), which is after the handle dies,
-            //   and the borrow lasts no longer than the borrow of the handle;
-            // - nobody mutates the struct while the handle owns it.
-            let $m = unsafe { $ptr.as_ref() };
+            // SAFETY: `$ptr` is the handle's own header pointer, of its ABI.
+            let $m = unsafe { $crate::tensor::borrow_header(tensor, $ptr) };
             $body
         })
     }};
 }
 pub(crate) use with_header;
+
+/// The header behind `ptr`, borrowed for as long as `tensor` is.
+///
+/// # Safety
+///
+/// - `ptr` is `tensor`'s own header pointer, and `M` its ABI (as `with_abi!` on
+///   `tensor.raw()` binds it).
+#[inline]
+pub(crate) unsafe fn borrow_header<'a, M>(_tensor: &'a ManagedTensor, ptr: NonNull<M>) -> &'a M {
+    // SAFETY:
+    // - the pointer is non-null, aligned and valid until the deleter runs (the
+    //   `from_raw` contract, or our own header), which is after the handle dies, and
+    //   the borrow is tied to the handle's;
+    // - nobody mutates the struct while the handle owns it.
+    unsafe { ptr.as_ref() }
+}
 
 impl ManagedTensor {
     /// Takes ownership of a DLPack 1.x tensor.
