@@ -10,8 +10,29 @@
 #   cargo_executables    runs `cargo ARGS --message-format=json` and prints the test and
 #                        bench executables it built (not examples or binaries), one per
 #                        line
+#   core_features, default_features, pure_features, feature_sets, msrv_of
+#                        dlpack-core's features and the builds every check reads (below)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# dlpack-core's features, each with the minimum Rust version it needs (the README's
+# table), in one list that clippy, rustdoc, the tests, the sanitizers and the MSRV
+# checks read.
+declare -A msrv_of=(
+    [ndarray]=1.85 [derive]=1.85 [half]=1.85 [complex]=1.85 [pyo3]=1.85
+    [safetensors]=1.85 [dlpark]=1.88 [burn]=1.95
+)
+core_features=(ndarray derive half complex pyo3 dlpark burn safetensors)
+default_features=(ndarray derive)
+# Every feature Miri and the sanitizers run: all but pyo3 (Miri cannot run CPython).
+pure_features="$(printf '%s\n' "${core_features[@]}" | grep -vx pyo3 | paste -sd,)"
+# The builds checked one by one (no dead code or broken link in any of them): none,
+# the defaults, the derive alone, and each other feature beside the defaults.
+feature_sets=("--no-default-features" "" "--no-default-features --features derive")
+for feature in "${core_features[@]}"; do
+    [[ " ${default_features[*]} " == *" $feature "* ]] || feature_sets+=("--features $feature")
+done
+unset feature
 
 # (Each header also says how long the script has run, for the time budget of CI.)
 # (Each header also says how much disk is left where the build goes.)
