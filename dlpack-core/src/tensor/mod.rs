@@ -125,7 +125,7 @@ pub(crate) use with_header;
 /// - `ptr` is `tensor`'s own header pointer, and `M` its ABI (as `with_abi!` on
 ///   `tensor.raw()` binds it).
 #[inline]
-pub(crate) unsafe fn borrow_header<'a, M>(_tensor: &'a ManagedTensor, ptr: NonNull<M>) -> &'a M {
+pub(crate) unsafe fn borrow_header<M>(_tensor: &ManagedTensor, ptr: NonNull<M>) -> &M {
     // SAFETY:
     // - the pointer is non-null, aligned and valid until the deleter runs (the
     //   `from_raw` contract, or our own header), which is after the handle dies, and
