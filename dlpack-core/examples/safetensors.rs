@@ -3,7 +3,7 @@
 //! untouched), and read into owned arrays (each tensor straight into the buffer its
 //! field keeps).
 //!
-//! Run with `cargo run --example safetensors` (feature `safetensors`).
+//! Run with `cargo run --example safetensors --features safetensors`.
 
 use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
 use ndarray::{Array1, Array2};
