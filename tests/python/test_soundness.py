@@ -98,36 +98,40 @@ def test_to_object_of_a_numpy_export_gives_no_mutable_view(ext):
     gc.collect()
 
 
-def test_to_object_of_our_allocation_stays_exclusive(ext):
+def allocated(ext):
+    """A float64 tensor of 4 zeros from our table's allocator, as its caller holds it."""
     tensor, _ = ext.make("float32", [2], "c", True)
     allocate = entry(table_of(type(tensor)), "managed_tensor_allocator", ALLOCATE)
     prototype, dims = prototype_tensor((1, 0), (4,), DLDataType(2, 64, 1))
     out = POINTER(DLManagedTensorVersioned)()
     assert allocate(byref(prototype), byref(out), None, SET_ERROR()) == 0
-    ext.to_object_then_write(ctypes.cast(out, c_void_p).value, 5.0)
+    return out
+
+
+def address(out):
+    return ctypes.cast(out, c_void_p).value
+
+
+def test_to_object_of_our_allocation_stays_exclusive(ext):
+    ext.to_object_then_write(address(allocated(ext)), 5.0)
 
 
 def test_to_object_of_our_allocation_judges_a_rewritten_header_by_its_addresses(ext):
     """The allocator's caller may rewrite the header before handing it back."""
-    tensor, _ = ext.make("float32", [2], "c", True)
-    allocate = entry(table_of(type(tensor)), "managed_tensor_allocator", ALLOCATE)
-    prototype, dims = prototype_tensor((1, 0), (4,), DLDataType(2, 64, 1))
     # Pointed at a NumPy array's memory: shared, and the array is never written.
-    out = POINTER(DLManagedTensorVersioned)()
-    assert allocate(byref(prototype), byref(out), None, SET_ERROR()) == 0
+    out = allocated(ext)
     other = np.zeros(4)
     out.contents.dl_tensor.data = other.ctypes.data
     with pytest.raises(BufferError, match="shared"):
-        ext.to_object_then_write(ctypes.cast(out, c_void_p).value, 5.0)
+        ext.to_object_then_write(address(out), 5.0)
     assert other[0] == 0.0
     # 2^59 elements over the first one: inside the buffer, judged at once (the check
     # used to walk every element), and the mutable view refuses the overlap.
-    out = POINTER(DLManagedTensorVersioned)()
-    assert allocate(byref(prototype), byref(out), None, SET_ERROR()) == 0
+    out = allocated(ext)
     out.contents.dl_tensor.shape[0] = 2**59
     out.contents.dl_tensor.strides[0] = 0
     with pytest.raises(ValueError, match="overlap"):
-        ext.to_object_then_write(ctypes.cast(out, c_void_p).value, 5.0)
+        ext.to_object_then_write(address(out), 5.0)
 
 
 # ---------------------------------------------------------------------------------------
