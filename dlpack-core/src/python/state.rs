@@ -10,37 +10,80 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 /// Whether this thread is attached to an interpreter (holds the GIL, on a build that
-/// has one): it has a current thread state.
+/// has one).
 ///
 /// Not `PyGILState_Check`: once a process has created a subinterpreter, that check
 /// answers 1 on every thread, attached or not (CPython's GIL-state API serves the main
 /// interpreter only, and gives up checking when there are others).
+///
+/// From CPython 3.12 on, the "current thread state" is this thread's own (NULL when it
+/// is not attached). Before 3.12 it is the thread state of whichever thread holds the
+/// GIL, a global: the thread is attached only when that state is its own, the one the
+/// GIL-state API gave it (`PyGILState_GetThisThreadState`, which every thread of the
+/// main interpreter has; a thread of a 3.11 subinterpreter that was the main
+/// interpreter's first reads as not attached).
 #[cfg(not(Py_LIMITED_API))]
 #[inline]
 fn attached() -> Attached {
-    // SAFETY: reads this thread's current thread state (NULL when none); callable from
-    // any thread at any time, before initialisation and after finalisation too.
-    if unsafe { ffi::compat::PyThreadState_GetUnchecked() }.is_null() {
-        Attached::No
-    } else {
+    // SAFETY: reads the current thread state (NULL when none); callable from any thread
+    // at any time, before initialisation and after finalisation too.
+    let current = unsafe { ffi::compat::PyThreadState_GetUnchecked() };
+    attached_as(current, cfg!(Py_3_12))
+}
+
+/// [`attached`] from the current thread state, and whether it is this thread's own
+/// (CPython 3.12 and later) or the GIL holder's (before).
+#[inline]
+fn attached_as(current: *mut ffi::PyThreadState, thread_local: bool) -> Attached {
+    if current.is_null() {
+        return Attached::No;
+    }
+    // SAFETY: reads this thread's slot of the GIL-state API (NULL when it has none);
+    // callable from any thread without the GIL.
+    if thread_local || current == unsafe { ffi::PyGILState_GetThisThreadState() } {
         Attached::Yes
+    } else {
+        Attached::No
     }
 }
 
 /// Whether this thread is attached (see the full-API version). The stable ABI has no
 /// function that says so without taking the GIL, but every CPython since 3.5.2 exports
 /// one (`PyThreadState_GetUnchecked` from 3.13, `_PyThreadState_UncheckedGet` before):
-/// it is looked up once in the process's symbols. Where it cannot be found (another
-/// platform, a libpython loaded privately), the answer is `Unknown`.
+/// it is looked up once in the process's symbols, and the interpreter's version (for
+/// what its answer means) once. Where it cannot be found (another platform, a
+/// libpython loaded privately), the answer is `Unknown`.
 #[cfg(Py_LIMITED_API)]
 fn attached() -> Attached {
     match unchecked_thread_state() {
-        // SAFETY: CPython's function of that name takes nothing and returns this
-        // thread's current thread state or NULL, from any thread at any time.
-        Some(get) if unsafe { get() }.is_null() => Attached::No,
-        Some(_) => Attached::Yes,
+        // SAFETY: CPython's function of that name takes nothing and returns the current
+        // thread state or NULL, from any thread at any time.
+        Some(get) => attached_as(unsafe { get() }, thread_local_state()),
         None => Attached::Unknown,
     }
+}
+
+/// Whether the running CPython keeps its current thread state per thread (3.12 and
+/// later), read once from its version string.
+#[cfg(Py_LIMITED_API)]
+fn thread_local_state() -> bool {
+    use std::sync::OnceLock;
+    static THREAD_LOCAL: OnceLock<bool> = OnceLock::new();
+    *THREAD_LOCAL.get_or_init(|| {
+        // SAFETY: takes nothing; callable from any thread without the GIL.
+        let version = unsafe { ffi::Py_GetVersion() };
+        // SAFETY: a static, NUL-terminated string ("3.11.7 (main, ...").
+        let version = unsafe { core::ffi::CStr::from_ptr(version) };
+        let mut parts = version.to_bytes().split(|&b| b == b'.' || b == b' ');
+        let mut number = || {
+            core::str::from_utf8(parts.next()?)
+                .ok()?
+                .parse::<u32>()
+                .ok()
+        };
+        // (Unreadable: as before 3.12, which is right on every version.)
+        matches!((number(), number()), (Some(major), Some(minor)) if (major, minor) >= (3, 12))
+    })
 }
 
 /// CPython's "current thread state, or NULL" function, found among the process's
