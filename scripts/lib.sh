@@ -4,7 +4,9 @@
 #   use_python_env       creates (once) and activates the cached venv of scripts/python-env,
 #                        for maturin, pytest and PyO3 builds
 #   use_python_libdir    lets test binaries that embed Python load this interpreter's
-#                        shared library (PYO3_PYTHON, or python3)
+#                        shared library (PYO3_PYTHON, or python3), and import the
+#                        packages of its environment (NumPy, for dlpack-core's
+#                        test_numpy_in_place)
 #   build_extension      builds the test extension into the active venv (release mode;
 #                        DLPACK_EXTENSION_FEATURES adds cargo features)
 #   cargo_executables    runs `cargo ARGS --message-format=json` and prints the test and
@@ -49,10 +51,15 @@ use_python_env() {
 }
 
 use_python_libdir() {
+    local given="${PYO3_PYTHON:-}"
     local python="${PYO3_PYTHON:-$(command -v python3)}" libdir
     export PYO3_PYTHON="$python"
     libdir="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"
     export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # (An embedded interpreter ignores the venv it was built against.)
+    if [[ -n "$given" ]]; then
+        export PYTHONPATH="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    fi
 }
 
 build_extension() {

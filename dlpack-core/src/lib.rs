@@ -77,6 +77,7 @@
 //! | a burn `FlexTensor` (feature `burn`) | exclusive when no other burn tensor shares its bytes (the `Arc` is unique), else shared and `READ_ONLY` | burn's reference count |
 //! | a tch tensor (`dlpack-tch`) | exclusive when the tensor was the only handle of its storage and the memory is torch's alone (its allocator made it, or `into_tch` handed it over without a copy), else shared | libtorch's reference counts, and its storage's allocator |
 //! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`, `TensorBatch`), a raw capsule, a producer's C exchange table, our table's "to object" entry | shared | the protocol: the header is valid and the memory holds the elements until the deleter runs; the producer keeps its own handle (the NumPy array, the torch tensor, an object exported twice) |
+//! | Python, a NumPy array read in place (no `__dlpack__` call: its own C struct, for the arrays NumPy's `__dlpack__` would export as they are) | shared, `READ_ONLY` when the array is not writeable | NumPy's C API: the struct describes the array's memory, which lives as long as the array (the tensor holds a reference to it) |
 //! | Python, a tensor its producer flagged `IS_COPIED` | exclusive | the producer's flag: the standard makes a copy the consumer's alone |
 //! | Python, `from_dlpack_with(.., ImportOptions::new().copy(true))` | exclusive when flagged `IS_COPIED` (NumPy, this crate), else shared (PyTorch's copies are not flagged) | the flag only: the request proves nothing, since a wrapper, or Python code that replaced a method, may ignore it |
 //! | Python, our table's allocator, handed back to "to object" | exclusive when the header still describes memory inside the allocation, else shared | the buffer was zeroed for that caller alone |
@@ -89,7 +90,10 @@
 //!   described elements until the deleter runs. Like every DLPack consumer (and like
 //!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
 //!   holds the original array from writing it while a Rust view lives; do not do that,
-//!   or import a copy.
+//!   or import a copy. Nor can it survive what NumPy itself calls unsafe: replacing the
+//!   memory of an array that others view (`a.resize(..., refcheck=False)`), or views
+//!   made with `as_strided` that leave the buffer (a `__dlpack__` export trusts the
+//!   same struct).
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
 //!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a

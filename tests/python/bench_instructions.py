@@ -9,6 +9,10 @@ Each case is a pair, `ours` beside `reference`; arrays have 10 float32 elements:
 - `numpy`: `np.from_dlpack(x)`, x a Rust array exported by this crate / a NumPy array;
 - `torch`: `torch.from_dlpack(x)`, likewise;
 - `view`: a NumPy array into a Rust ndarray view, DLPack / rust-numpy's `as_array`;
+- `typed`: a 2-d NumPy array as a typed argument, `DLPackArray<f32, Ix2>` / rust-numpy's
+  `PyReadonlyArray2<f32>`, then its view's address;
+- `numpy-import`: a NumPy array into a `ManagedTensor`, read in place / by `__dlpack__`
+  and a capsule (the protocol path, which every import of a NumPy array took before);
 - `torch-import`: a torch tensor into a `ManagedTensor` / dlpark 0.10's `from_dlpack`;
 - `torch-import-dunder`: the same import through the C exchange API / by `__dlpack__`
   and a capsule (the path without the C exchange API);
@@ -28,6 +32,12 @@ def case_function(case, ours):
     """The function to call and its argument."""
     if case == "view":
         return (ext.view_f32 if ours else ext.view_f32_numpy), np.zeros(10, np.float32)
+    if case == "typed":
+        f = ext.typed_ptr_f32_2d if ours else ext.typed_ptr_f32_2d_numpy
+        return f, np.zeros((2, 5), np.float32)
+    if case == "numpy-import":
+        f = ext.import_ptr if ours else ext.import_through_dunder
+        return f, np.zeros(10, np.float32)
     if case in ("numpy", "torch"):
         x = ext.make("float32", [10])[0] if ours else np.zeros(10, np.float32)
         if case == "numpy":

@@ -235,10 +235,45 @@ pub(crate) fn view_f32_through_dunder(obj: &Bound<'_, PyAny>) -> PyResult<usize>
     Ok(tensor.as_array::<f32, IxDyn>()?.as_ptr() as usize)
 }
 
+/// The deleter of `tensor`'s versioned header, which is then released.
+fn deleter_of(tensor: ManagedTensor) -> Option<usize> {
+    let raw = tensor.into_raw();
+    // SAFETY: `into_raw` hands over a live versioned header, read once here.
+    let deleter = unsafe { (*raw).deleter }.map(|f| f as usize);
+    // SAFETY: the header just given up, taken back once (shared: nothing is viewed).
+    drop(unsafe { ManagedTensor::from_raw_shared(raw) });
+    deleter
+}
+
+/// Whether the import of a NumPy array `obj` read the array in place (a header of this
+/// crate's, whose deleter is ours) rather than by its `__dlpack__` (NumPy's header and
+/// deleter). (A legacy capsule would come back wrapped in a header of ours: this is for
+/// NumPy arrays, whose `__dlpack__` gives versioned ones.)
+#[pyfunction]
+pub(crate) fn read_in_place(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let imported = deleter_of(dlpack_core::python::from_dlpack(obj)?);
+    let ours = deleter_of(ManagedTensor::from_buffer(vec![0u8], 0, &[1], &[1])?);
+    Ok(imported == ours)
+}
+
 /// A typed argument: the sum of a 2-d `float32` array from any producer.
 #[pyfunction]
 pub(crate) fn sum_f32_2d(x: DLPackArray<f32, Ix2>) -> f32 {
     x.view().sum()
+}
+
+/// A typed argument: the address of a 2-d `float32` array from any producer, as a
+/// user's `#[pyfunction]` takes it (the reference: [`typed_ptr_f32_2d_numpy`]).
+#[pyfunction]
+pub(crate) fn typed_ptr_f32_2d(x: DLPackArray<f32, Ix2>) -> usize {
+    x.view().as_ptr() as usize
+}
+
+/// rust-numpy's typed argument for the same: the address of a 2-d `float32` NumPy
+/// array (`PyReadonlyArray2::as_array`).
+#[pyfunction]
+pub(crate) fn typed_ptr_f32_2d_numpy(x: numpy::PyReadonlyArray2<'_, f32>) -> usize {
+    x.as_array().as_ptr() as usize
 }
 
 /// A typed argument: the address of a 1-d `float32` array from any producer.

@@ -38,8 +38,10 @@ fn describes_its_allocation(tensor: &ManagedTensor) -> bool {
 /// - the header is checked as [`ManagedTensor::from_raw`] checks it (released on
 ///   error);
 /// - a foreign deleter may run Python code: dropping the tensor keeps the
-///   interpreter's exception state (our own headers' deleters never touch Python, and
-///   are called as they are, from any thread);
+///   interpreter's exception state (our own headers' deleters are called as they are,
+///   from any thread: they drop Rust owners, and the one owner that holds a Python
+///   object, a NumPy array read in place, attaches and keeps the exception state
+///   itself);
 /// - the tensor is *shared* (see "Import safety" in the crate documentation: the
 ///   producer keeps its own handle), except a copy its producer flagged `IS_COPIED`
 ///   and a tensor from our own table's allocator (that still describes memory inside

@@ -25,13 +25,16 @@ use super::capsule::consume;
 use super::error::{buffer_error, type_name};
 #[cfg(feature = "ndarray")]
 use super::error::{conversion_hint, py_tuple, python_message};
+use super::numpy;
 
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
 /// or a raw DLPack capsule, without copying.
 ///
 /// When the object's type publishes the DLPack C exchange API
 /// (`type(obj).__dlpack_c_exchange_api__`: PyTorch 2.10 and later, a [`Tensor`]), the
-/// tensor comes from one C call, with no Python call at all. Otherwise this calls
+/// tensor comes from one C call, with no Python call at all. A NumPy array that NumPy's
+/// `__dlpack__` would export as it is, is read in place, with no call (see "NumPy
+/// arrays" in the [module documentation](crate::python)). Otherwise this calls
 /// `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()` if that raises
 /// `TypeError` (producers that predate DLPack 1.0); either capsule kind is accepted in
 /// return, whatever was asked. The tensor is not validated beyond its header: views
@@ -144,9 +147,18 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
     // failure is the protocol's own exception whatever the path.
     let mut refused = None;
     if plain {
+        // A NumPy array, once NumPy's C API is known: its struct, read in place.
+        if let Some(tensor) = numpy::import_exact(obj)? {
+            return Ok(tensor);
+        }
         match c_api::import(obj)? {
             Imported::Tensor(tensor) => return Ok(tensor),
-            Imported::NoTable => {}
+            Imported::NoTable => {
+                // The first NumPy array seen, a subclass instance, or another type.
+                if let Some(tensor) = numpy::import(obj)? {
+                    return Ok(tensor);
+                }
+            }
             Imported::Refused(err) => refused = Some(err),
         }
     }
@@ -349,14 +361,15 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// which PyO3 prefixes with the argument's name; the producer's own errors pass
     /// through. The array is shared (read-only views), as every import from Python.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        let tensor = from_dlpack(&obj)?;
-        let dtype = tensor.dtype();
-        let found = format!(
-            "{dtype} with shape {} on {}",
-            py_tuple(tensor.shape()),
-            tensor.device()
-        );
-        DLPackArray::new(tensor).map_err(|err| {
+        DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
+            let found = format!(
+                "{} with shape {} on {}",
+                tensor.dtype(),
+                py_tuple(tensor.shape()),
+                tensor.device()
+            );
+            // The producer's deleter runs before the exception is made.
+            drop(tensor);
             let rank = match D::NDIM {
                 Some(ndim) => format!("{ndim} dimension{}", if ndim == 1 { "" } else { "s" }),
                 None => "any number of dimensions".to_owned(),

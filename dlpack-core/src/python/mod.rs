@@ -16,7 +16,8 @@
 //!   copy, a device or a stream) or, validated once, a [`DLPackArray`] (a typed
 //!   argument, as rust-numpy's `PyReadonlyArray`); any mapping of them into a
 //!   [`TensorBatch`]. Where the producer's type publishes the DLPack C exchange API
-//!   (PyTorch 2.10 and later), the import is one C call with no Python call.
+//!   (PyTorch 2.10 and later), the import is one C call with no Python call; a NumPy
+//!   array is read in place (see "NumPy arrays" below), with no call at all.
 //! - A [`Tensor`] publishes the C exchange API too (`__dlpack_c_exchange_api__`), so
 //!   C-level consumers import it without a Python call, and converts with
 //!   `np.asarray(t)` (`__array__`) and `jnp.asarray(t)` (`__jax_array__`), without a
@@ -110,7 +111,8 @@
 //!
 //! Imports follow the crate's one rule (see "Import safety" in the
 //! [crate documentation](crate#import-safety)), through one function that every path
-//! calls (a capsule, a producer's C exchange table, our table's "to object" entry): a
+//! calls (a capsule, a producer's C exchange table, our table's "to object" entry, a
+//! NumPy array read in place): a
 //! tensor imported from Python is *shared*, since the producer keeps its own handle
 //! (the NumPy array, the torch tensor, a [`Tensor`] exported twice), so it gives
 //! read-only views only and `as_array_mut` is an [`Error::NotExclusive`]. It is
@@ -141,6 +143,32 @@
 //! Unix; where it cannot be found, dropping attaches to the interpreter, so a thread
 //! that drops a foreign import while another holds the GIL and waits for it blocks (as
 //! it would in NumPy's own deleter).
+//!
+//! # NumPy arrays
+//!
+//! NumPy has no C exchange table, so its `__dlpack__` would cost a Python call, a
+//! capsule and a header allocated and freed under the GIL per import. Instead, an
+//! import of a `numpy.ndarray` reads the array's own C struct, as NumPy's C API defines
+//! it (the fields NumPy 1.x and 2.x share), found at run time through NumPy's own API
+//! capsule in `sys.modules`: nothing is linked, NumPy is never imported by this crate,
+//! and without NumPy nothing changes. The tensor is one header of ours holding a strong
+//! reference to the array, released on any thread (a thread that is not attached
+//! attaches to release it, as NumPy's own deleter does).
+//!
+//! It is exactly what `__dlpack__` would give: an array is read in place only when
+//! NumPy's `__dlpack__` would export it as it is (booleans, integers, `float16/32/64`,
+//! `complex64/128` in native byte order; strides in whole elements, divided as NumPy
+//! divides them; not an array NumPy made from a DLPack tensor, whose device NumPy
+//! reports); `READ_ONLY` when the array is not writeable (NumPy 1.x's `__dlpack__`
+//! refuses such arrays; they are read here, flagged). Anything else (object, string,
+//! structured, datetime, `longdouble`, byte-swapped data, strides that are not whole
+//! elements, ...) goes through `__dlpack__`, so NumPy decides and its own errors are
+//! raised. A subclass is read in place only while `obj.__dlpack__` is NumPy's own
+//! method bound to `obj` (`np.matrix`, `np.memmap`, a subclass that does not override
+//! it); a `__dlpack__` of its own, an instance attribute or a `__getattribute__` that
+//! answers otherwise is called. NumPy's ABI version is checked once (1.x from 1.25, or
+//! 2.x); any other NumPy, PyPy and free-threaded builds use `__dlpack__`. Options
+//! ([`from_dlpack_with`]) always go through `__dlpack__`.
 //!
 //! # Writing into a caller's array, in place
 //!
@@ -228,6 +256,7 @@
 //! - `adopt`: the one import policy, which every import path calls;
 //! - `c_api`: the DLPack C exchange API, `consumer` (imports through a producer's
 //!   table) and `producer` (the table of [`Tensor`]);
+//! - `numpy`: NumPy arrays read in place;
 //! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches;
 //! - `state`: the interpreter's state around foreign deleters (attached or not, the
 //!   exception in flight, unraisable reports), a leaf;
@@ -242,6 +271,7 @@ mod export;
 #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 mod fastcall;
 mod import;
+mod numpy;
 mod state;
 mod tensor;
 mod trampoline;

@@ -3,7 +3,7 @@
 //! unraisable reports. A leaf: the core handle's `Drop` calls
 //! [`release_python_tensor`], and nothing here knows about capsules or tables.
 
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
@@ -159,6 +159,24 @@ pub(crate) fn release_python_tensor(release: impl FnOnce()) {
             if let Some(release) = release {
                 release();
             }
+        }
+    }
+}
+
+/// Releases a strong reference to a Python object, from any thread: at once on an
+/// attached thread (the exception state kept, as [`with_exception_saved`] keeps it),
+/// attaching to the interpreter first on a thread that is not (or may not be)
+/// attached. After the interpreter has finalised the reference is left, as NumPy's own
+/// deleter leaves it.
+pub(super) fn release_reference(obj: NonNull<ffi::PyObject>) {
+    // SAFETY: a strong reference that the caller gives up, released once, on a thread
+    // attached to the interpreter (each call site below).
+    let release = || unsafe { ffi::Py_DECREF(obj.as_ptr()) };
+    match attached() {
+        // SAFETY: this thread has a current thread state: it is attached.
+        Attached::Yes => with_exception_saved(unsafe { Python::assume_attached() }, release),
+        Attached::No | Attached::Unknown => {
+            Python::try_attach(|py| with_exception_saved(py, release));
         }
     }
 }

@@ -36,7 +36,35 @@ pub struct DLPackArray<A, D> {
 /// reason.
 enum Views<A, D> {
     Mut(RawArrayViewMut<A, D>, RawArrayView<A, D>),
-    Const(RawArrayView<A, D>, Error),
+    Const(RawArrayView<A, D>, Refusal),
+}
+
+/// Why the views are read-only: one of the errors of a mutable view, kept small (the
+/// array is moved by value through extraction).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    ReadOnly,
+    NotExclusive,
+    OverlappingStrides,
+}
+
+impl Refusal {
+    fn of(err: &Error) -> Option<Self> {
+        match err {
+            Error::ReadOnly => Some(Self::ReadOnly),
+            Error::NotExclusive => Some(Self::NotExclusive),
+            Error::OverlappingStrides => Some(Self::OverlappingStrides),
+            _ => None,
+        }
+    }
+
+    fn error(self) -> Error {
+        match self {
+            Self::ReadOnly => Error::ReadOnly,
+            Self::NotExclusive => Error::NotExclusive,
+            Self::OverlappingStrides => Error::OverlappingStrides,
+        }
+    }
 }
 
 // SAFETY:
@@ -52,12 +80,38 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// Validates `tensor` as [`ManagedTensor::as_array`] does and keeps it. On error the
     /// tensor is dropped (its deleter runs).
     pub fn new(tensor: ManagedTensor) -> Result<Self> {
-        let views = match tensor.validate::<A, D>(true) {
-            Ok(valid) => Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
-            Err(why @ (Error::ReadOnly | Error::NotExclusive | Error::OverlappingStrides)) => {
-                Views::Const(tensor.validate::<A, D>(false)?.into_raw_view(), why)
-            }
-            Err(other) => return Err(other),
+        Self::try_new(tensor).map_err(|(err, _)| err)
+    }
+
+    /// [`new`](Self::new), giving the tensor back with the error (for a message that
+    /// describes it, built only on the error path).
+    pub(crate) fn try_new(
+        tensor: ManagedTensor,
+    ) -> core::result::Result<Self, (Error, ManagedTensor)> {
+        // What `validate(true)` would refuse first without looking at the layout: a
+        // shared or read-only tensor (every import from Python) is validated once.
+        let refusal = if tensor.is_read_only() {
+            Some(Refusal::ReadOnly)
+        } else if !tensor.is_exclusive() {
+            Some(Refusal::NotExclusive)
+        } else {
+            None
+        };
+        let views = match refusal {
+            Some(why) => match tensor.validate::<A, D>(false) {
+                Ok(valid) => Views::Const(valid.into_raw_view(), why),
+                Err(err) => return Err((err, tensor)),
+            },
+            None => match tensor.validate::<A, D>(true) {
+                Ok(valid) => Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
+                Err(err) => match Refusal::of(&err) {
+                    Some(why) => match tensor.validate::<A, D>(false) {
+                        Ok(valid) => Views::Const(valid.into_raw_view(), why),
+                        Err(err) => return Err((err, tensor)),
+                    },
+                    None => return Err((err, tensor)),
+                },
+            },
         };
         Ok(Self { views, tensor })
     }
@@ -83,7 +137,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
             // `ManagedTensor::as_array_mut`), and `&mut self` excludes every other view
             // borrowed from us.
             Views::Mut(raw, _) => Ok(unsafe { raw.clone().deref_into_view_mut() }),
-            Views::Const(_, why) => Err(why.clone()),
+            Views::Const(_, why) => Err(why.error()),
         }
     }
 
@@ -114,7 +168,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     ///   gives silently wrong gradients;
     /// - while the array lives, nothing else writes the memory.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
-        if let Views::Const(_, Error::NotExclusive) = &self.views {
+        if let Views::Const(_, Refusal::NotExclusive) = &self.views {
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
             unsafe { self.tensor.assume_exclusive() };
             let valid = self.tensor.validate::<A, D>(true)?;
@@ -122,7 +176,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
         }
         match &self.views {
             Views::Mut(..) => Ok(()),
-            Views::Const(_, why) => Err(why.clone()),
+            Views::Const(_, why) => Err(why.error()),
         }
     }
 
