@@ -6,6 +6,9 @@ Medians of repeated timings (as `python -m timeit` reports), per call:
 - `torch.from_dlpack(ours)` vs `torch.from_dlpack(np_array)`;
 - import of a NumPy array into a Rust ndarray view: DLPack (`view_f32`) vs rust-numpy's
   `PyReadonlyArray::as_array` (`view_f32_numpy`), the non-DLPack zero-copy path;
+- a 2-d NumPy array as a typed argument, `DLPackArray<f32, Ix2>` vs rust-numpy's
+  `PyReadonlyArray2<f32>`, as a user's `#[pyfunction]` takes it;
+- a NumPy array into a `ManagedTensor`, read in place vs by `__dlpack__` and a capsule;
 - import of a torch tensor into a `ManagedTensor` (through torch's C exchange API) vs
   dlpark 0.10's `from_dlpack`, and vs the same import by `__dlpack__` and a capsule;
 - a torch tensor into a Rust view, through the C exchange API vs by `__dlpack__`;
@@ -57,6 +60,8 @@ def timings():
         number = 20_000 if n == 10 else 2_000
         ours, _ = ext.make("float32", [n])
         reference = np.zeros(n, dtype=np.float32)
+        matrix = reference.reshape(2, n // 2)
+        assert ext.typed_ptr_f32_2d(matrix) == ext.typed_ptr_f32_2d_numpy(matrix)
         assert np.from_dlpack(ours).__array_interface__["data"][0] == ext.import_ptr(ours)
 
         cases = [
@@ -66,6 +71,10 @@ def timings():
              lambda: torch.from_dlpack(ours), lambda: torch.from_dlpack(reference)),
             ("NumPy array -> Rust view (DLPack)", "rust-numpy `as_array`",
              lambda: ext.view_f32(reference), lambda: ext.view_f32_numpy(reference)),
+            ("NumPy array -> `DLPackArray<f32, Ix2>`", "rust-numpy `PyReadonlyArray2<f32>`",
+             lambda: ext.typed_ptr_f32_2d(matrix), lambda: ext.typed_ptr_f32_2d_numpy(matrix)),
+            ("NumPy array -> `ManagedTensor`", "the same by `__dlpack__`",
+             lambda: ext.import_ptr(reference), lambda: ext.import_through_dunder(reference)),
         ]
         if n == 10:
             t = torch.zeros(n, dtype=torch.float32)
@@ -83,7 +92,7 @@ def timings():
         for name, reference_name, mine, theirs in cases:
             a, b = per_call(mine, theirs, number)
             rows.append((name, reference_name, n, a, b))
-        del ours, reference
+        del ours, reference, matrix
         gc.collect()
     return rows
 

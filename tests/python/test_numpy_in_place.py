@@ -391,3 +391,124 @@ def test_imports_never_load_numpy():
         """
     )
     assert out.split() == ["False", "True"]
+
+
+# A deleter called without the GIL inside a call into the extension: DLPack lets any
+# thread, attached or not, call it, and foreign code (PyTorch freeing a storage in
+# `Tensor.set_`, a C consumer through ctypes) does so with the GIL released while a
+# Rust function that called back into Python is still on the stack.
+RELEASE_WITHOUT_THE_GIL = """
+    import ctypes, sys
+    import numpy as np
+    import dlpack_test_ext as ext
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    set_name = ctypes.pythonapi.PyCapsule_SetName
+    set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # ctypes releases the GIL
+
+    def consume_without_the_gil(a):
+        capsule = ext.roundtrip(a).__dlpack__(max_version=(1, 3))
+        managed = get_pointer(capsule, b"dltensor_versioned")
+        set_name(capsule, b"used_dltensor_versioned")  # the consumer owns it now
+        DELETER(ctypes.c_void_p.from_address(managed + 16).value)(managed)
+
+    a = np.arange(3.0)
+    refs = sys.getrefcount(a)
+    assert ext.read_in_place(a)
+    consume_without_the_gil(a)
+
+    class Producer:
+        def __dlpack__(self, **kwargs):
+            consume_without_the_gil(a)  # inside ext.inspect's call
+            return np.zeros(1).__dlpack__(**kwargs)
+
+    print(ext.inspect(Producer())["values"], sys.getrefcount(a) == refs)
+"""
+
+
+def test_a_deleter_called_without_the_gil_inside_an_extension_call():
+    assert run_python(RELEASE_WITHOUT_THE_GIL).split() == ["[0.0]", "True"]
+
+
+def test_torch_freeing_an_import_without_the_gil_inside_an_extension_call():
+    out = run_python(
+        """
+        import sys
+        import numpy as np, torch
+        import dlpack_test_ext as ext
+
+        def free_in_torch(a):
+            x = torch.from_dlpack(ext.roundtrip(a))
+            x.set_(torch.empty(0, dtype=x.dtype))  # frees the storage without the GIL
+
+        a = np.arange(3.0)
+        refs = sys.getrefcount(a)
+
+        class Producer:
+            def __dlpack__(self, **kwargs):
+                free_in_torch(a)
+                return np.zeros(1).__dlpack__(**kwargs)
+
+        print(ext.inspect(Producer())["values"], sys.getrefcount(a) == refs)
+        """
+    )
+    assert out.split() == ["[0.0]", "True"]
+
+
+def test_another_capsule_in_numpys_place_is_not_called():
+    # NumPy's module has two nameless capsules; the table of ufuncs holds no functions
+    # at the places of the array API's: the import checks the table before calling it.
+    out = run_python(
+        """
+        import sys, types
+        import numpy as np
+        import dlpack_test_ext as ext
+
+        real = sys.modules["numpy._core._multiarray_umath"]
+        fake = types.ModuleType("fake")
+        fake._ARRAY_API = real._UFUNC_API
+        fake.ndarray = np.ndarray
+        sys.modules["numpy._core._multiarray_umath"] = fake
+        a = np.arange(3.0)
+        print(ext.read_in_place(a), ext.inspect(a)["values"])
+        """
+    )
+    assert out.split() == ["False", "[0.0,", "1.0,", "2.0]"]
+
+
+def test_an_interrupt_while_looking_numpy_up_propagates():
+    out = run_python(
+        """
+        import sys
+        import dlpack_test_ext as ext
+
+        NAME = "numpy._core._multiarray_umath"
+
+        class Key:
+            raised = 0
+
+            def __hash__(self):
+                return hash(NAME)
+
+            def __eq__(self, other):
+                Key.raised += 1
+                raise KeyboardInterrupt
+
+        sys.modules[Key()] = None
+        t, _ = ext.make("float32", [3])
+
+        class Producer:
+            def __dlpack__(self, **kwargs):
+                return t.__dlpack__(**kwargs)
+
+        try:
+            ext.inspect(Producer())
+            print("imported")
+        except KeyboardInterrupt:
+            print("interrupted", Key.raised)
+        """
+    )
+    assert out.split() == ["interrupted", "1"]

@@ -153,14 +153,18 @@
 //! capsule in `sys.modules`: nothing is linked, NumPy is never imported by this crate,
 //! and without NumPy nothing changes. The tensor is one header of ours holding a strong
 //! reference to the array, released on any thread (a thread that is not attached
-//! attaches to release it, as NumPy's own deleter does).
+//! attaches to release it through CPython's GIL-state API, as NumPy's own deleter
+//! does, even inside a call into an extension where foreign code released the GIL).
 //!
 //! It is exactly what `__dlpack__` would give: an array is read in place only when
 //! NumPy's `__dlpack__` would export it as it is (booleans, integers, `float16/32/64`,
 //! `complex64/128` in native byte order; strides in whole elements, divided as NumPy
 //! divides them; not an array NumPy made from a DLPack tensor, whose device NumPy
-//! reports); `READ_ONLY` when the array is not writeable (NumPy 1.x's `__dlpack__`
-//! refuses such arrays; they are read here, flagged). Anything else (object, string,
+//! reports); `READ_ONLY` when the array is not writeable. The header is versioned
+//! (DLPack 1.3) and always carries strides, as DLPack 1.2 asks: on NumPy 1.x, whose
+//! `__dlpack__` answers with a legacy header without strides for contiguous arrays and
+//! refuses read-only arrays, the import describes the same elements at the same
+//! addresses, and reads read-only arrays, flagged. Anything else (object, string,
 //! structured, datetime, `longdouble`, byte-swapped data, strides that are not whole
 //! elements, ...) goes through `__dlpack__`, so NumPy decides and its own errors are
 //! raised. A subclass is read in place only while `obj.__dlpack__` is NumPy's own

@@ -39,6 +39,7 @@ use pyo3::exceptions::{PyAttributeError, PyException};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use crate::device::Device;
 use crate::dtype::DataType;
@@ -171,48 +172,59 @@ fn api_found() -> Option<&'static Api> {
 /// that imports NumPy's C API trusts it).
 #[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
 fn find_api(py: Python<'_>) -> PyResult<Option<Option<Api>>> {
-    // SAFETY: the thread is attached (`py`); a borrowed reference to the interpreter's
-    // module dictionary, which lives as long as the interpreter.
+    // SAFETY: the thread is attached (`py`).
     let modules = unsafe { ffi::PyImport_GetModuleDict() };
-    let module = [
-        c"numpy._core._multiarray_umath",
-        c"numpy.core._multiarray_umath",
-    ]
-    .into_iter()
-    .find_map(|name| {
-        // SAFETY: `modules` is a dict and `name` a C string; a borrowed reference or
-        // NULL (errors are suppressed); the thread is attached.
-        let module = unsafe { ffi::PyDict_GetItemString(modules, name.as_ptr()) };
-        // SAFETY: a live object, borrowed from `sys.modules`: a new reference is taken.
-        (!module.is_null()).then(|| unsafe { Bound::from_borrowed_ptr(py, module) })
-    });
+    // SAFETY: a borrowed reference to the interpreter's module dictionary (non-null),
+    // which lives as long as the interpreter; a new reference is taken.
+    let modules = unsafe { Bound::from_borrowed_ptr(py, modules) };
+    let modules = modules.cast_into::<PyDict>()?;
+    // (Errors of the look-up, a key's `__eq__` that raises, are the caller's.)
+    let mut module = None;
+    for name in [
+        intern!(py, "numpy._core._multiarray_umath"),
+        intern!(py, "numpy.core._multiarray_umath"),
+    ] {
+        module = modules.get_item(name)?;
+        if module.is_some() {
+            break;
+        }
+    }
     let Some(module) = module else {
         return Ok(None);
     };
     // (A module still being initialised has no `_ARRAY_API` yet: an `AttributeError`,
     // and the look-up is made again at the next import.)
     let capsule = module.getattr(intern!(py, "_ARRAY_API"))?;
-    // SAFETY: the thread is attached; `capsule` is a live object. NumPy's capsule has
-    // no name (`PyCapsule_GetPointer` with NULL checks that), and its pointer is the
-    // table of the C API.
-    let table = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), core::ptr::null()) };
-    if table.is_null() {
-        // SAFETY: attached; the capsule is not NumPy's, which is not worth an error.
-        unsafe { ffi::PyErr_Clear() };
+    let ndarray = module.getattr(intern!(py, "ndarray"))?;
+    // NumPy's capsule has no name (`PyCapsule_GetPointer` with NULL checks that).
+    let table = match capsule.cast::<PyCapsule>() {
+        Ok(capsule) => capsule.pointer_checked(None).ok(),
+        Err(_) => None,
+    };
+    let Some(table) = table else {
         return Ok(Some(None));
-    }
-    let table = table.cast::<*const c_void>();
+    };
+    let table = table.as_ptr().cast::<*const c_void>();
     let entry = |index: usize| {
         // SAFETY: NumPy's table (`PyArray_API`) has more than 211 entries in every
-        // NumPy since 1.4 (the capsule's pointer is the table's first entry, aligned).
+        // NumPy since 1.4 (the capsule's pointer is the table's first entry, aligned);
+        // entry 2 is read first, and the others only once it proved the table NumPy's.
         unsafe { table.wrapping_add(index).read() }
     };
+    // Entry 2 is `&PyArray_Type`: it must be the module's `ndarray` type before any
+    // entry is called (another capsule of the module, `_UFUNC_API`, is nameless too).
+    // SAFETY: a live object; the thread is attached.
+    let is_type = unsafe { ffi::PyType_Check(ndarray.as_ptr()) } != 0;
+    if !is_type || entry(2) != ndarray.as_ptr().cast_const().cast() {
+        return Ok(Some(None));
+    }
     let version = |index: usize| {
         let f = entry(index);
         (!f.is_null()).then(|| {
-            // SAFETY: entries 0 and 211 are `unsigned int PyArray_GetNDArrayCVersion(void)`
-            // and `unsigned int PyArray_GetNDArrayCFeatureVersion(void)` in every NumPy
-            // since 1.4 (the function pointer has that type).
+            // SAFETY: entries 0 and 211 of NumPy's table are `unsigned int
+            // PyArray_GetNDArrayCVersion(void)` and `unsigned int
+            // PyArray_GetNDArrayCFeatureVersion(void)` in every NumPy since 1.4 (the
+            // function pointer has that type).
             let f = unsafe {
                 core::mem::transmute::<*const c_void, unsafe extern "C" fn() -> c_uint>(f)
             };
@@ -220,25 +232,18 @@ fn find_api(py: Python<'_>) -> PyResult<Option<Option<Api>>> {
             unsafe { f() }
         })
     };
-    // Entry 2 is `&PyArray_Type`.
-    let (abi_version, ndarray, feature_version) = (version(0), entry(2), version(211));
-    let known = match (abi_version, feature_version) {
+    let known = match version(0) {
+        Some(0x0200_0000) => true,
         // NumPy 1.22 (API version 15) added `__dlpack__`, and 1.25 (API version 17)
         // the export of booleans, which this module reads.
-        (Some(0x0100_0009), Some(feature)) => feature >= 0x11,
-        (Some(0x0200_0000), Some(_)) => true,
+        Some(0x0100_0009) => version(211).is_some_and(|feature| feature >= 0x11),
         _ => false,
     };
-    let ndarray = NonNull::new(ndarray.cast_mut().cast::<ffi::PyTypeObject>());
-    // The table's type must be the module's `ndarray`.
-    let module_ndarray = module.getattr(intern!(py, "ndarray"))?;
-    Ok(Some(match ndarray {
-        Some(ndarray) if known && module_ndarray.as_ptr() == ndarray.as_ptr().cast() => Some(Api {
-            ndarray,
-            dlpack: OnceLock::new(),
-        }),
-        _ => None,
-    }))
+    let ndarray = NonNull::new(ndarray.as_ptr().cast::<ffi::PyTypeObject>());
+    Ok(Some(ndarray.filter(|_| known).map(|ndarray| Api {
+        ndarray,
+        dlpack: OnceLock::new(),
+    })))
 }
 
 /// PyPy and GraalPy (whose objects are not NumPy's C structs as they are in CPython)

@@ -151,7 +151,7 @@ pub(crate) fn release_python_tensor(release: impl FnOnce()) {
         Attached::No => release(),
         Attached::Unknown => {
             let mut release = Some(release);
-            Python::try_attach(|py| {
+            with_gil_state(|py| {
                 if let Some(release) = release.take() {
                     with_exception_saved(py, release);
                 }
@@ -165,9 +165,9 @@ pub(crate) fn release_python_tensor(release: impl FnOnce()) {
 
 /// Releases a strong reference to a Python object, from any thread: at once on an
 /// attached thread (the exception state kept, as [`with_exception_saved`] keeps it),
-/// attaching to the interpreter first on a thread that is not (or may not be)
-/// attached. After the interpreter has finalised the reference is left, as NumPy's own
-/// deleter leaves it.
+/// attaching to the interpreter first ([`with_gil_state`]) on a thread that is not (or
+/// may not be) attached. After the interpreter has finalised the reference is left, as
+/// NumPy's own deleter leaves it.
 pub(super) fn release_reference(obj: NonNull<ffi::PyObject>) {
     // SAFETY: a strong reference that the caller gives up, released once, on a thread
     // attached to the interpreter (each call site below).
@@ -176,9 +176,37 @@ pub(super) fn release_reference(obj: NonNull<ffi::PyObject>) {
         // SAFETY: this thread has a current thread state: it is attached.
         Attached::Yes => with_exception_saved(unsafe { Python::assume_attached() }, release),
         Attached::No | Attached::Unknown => {
-            Python::try_attach(|py| with_exception_saved(py, release));
+            with_gil_state(|py| with_exception_saved(py, release));
         }
     }
+}
+
+/// Runs `f` attached to the interpreter through CPython's GIL-state API
+/// (`PyGILState_Ensure`, then `PyGILState_Release`), as NumPy's and PyTorch's deleters
+/// attach; `None`, without running `f`, once the interpreter is finalising or gone.
+///
+/// Not `Python::attach`: PyO3 counts the attachments it made itself, and skips
+/// attaching while its count says so, but foreign code called from Python (PyTorch
+/// freeing a storage in `Tensor.set_`, a C consumer) may run a deleter with the GIL
+/// released inside a call into an extension, where that count is still positive.
+fn with_gil_state<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    // SAFETY: callable from any thread at any time.
+    if unsafe { ffi::Py_IsInitialized() } == 0 {
+        return None;
+    }
+    /// Gives the thread state back, even if `f` panics.
+    struct Release(ffi::PyGILState_STATE);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: pairs with the `PyGILState_Ensure` below, on the same thread.
+            unsafe { ffi::PyGILState_Release(self.0) };
+        }
+    }
+    // SAFETY: the interpreter is initialised; callable whether or not this thread is
+    // attached (it attaches it, creating a thread state if it has none).
+    let _release = Release(unsafe { ffi::PyGILState_Ensure() });
+    // SAFETY: attached until `_release` is dropped, after `f` returns.
+    Some(f(unsafe { Python::assume_attached() }))
 }
 
 /// Runs `f`, which releases a tensor whose deleter may run Python code, keeping the
