@@ -4,8 +4,9 @@
 #   use_python_env       creates (once) and activates the cached venv of scripts/python-env,
 #                        for maturin, pytest and PyO3 builds
 #   use_python_libdir    lets test binaries that embed Python load this interpreter's
-#                        shared library (PYO3_PYTHON, or python3), and import the
-#                        packages of its environment (NumPy, for dlpack-core's
+#                        shared library (PYO3_PYTHON, or python3)
+#   python_packages      prints its environment's site-packages, the PYTHONPATH of test
+#                        binaries that import its packages (NumPy: dlpack-core's
 #                        test_numpy_in_place)
 #   build_extension      builds the test extension into the active venv (release mode;
 #                        DLPACK_EXTENSION_FEATURES adds cargo features)
@@ -51,15 +52,17 @@ use_python_env() {
 }
 
 use_python_libdir() {
-    local given="${PYO3_PYTHON:-}"
     local python="${PYO3_PYTHON:-$(command -v python3)}" libdir
     export PYO3_PYTHON="$python"
     libdir="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"
     export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    # (An embedded interpreter ignores the venv it was built against.)
-    if [[ -n "$given" ]]; then
-        export PYTHONPATH="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    fi
+}
+
+# The site-packages of PYO3_PYTHON's environment, for the PYTHONPATH of a test binary
+# that embeds Python and imports its packages (an embedded interpreter ignores the venv
+# it was built against).
+python_packages() {
+    "$PYO3_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 }
 
 build_extension() {

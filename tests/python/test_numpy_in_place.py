@@ -458,25 +458,32 @@ def test_torch_freeing_an_import_without_the_gil_inside_an_extension_call():
     assert out.split() == ["[0.0]", "True"]
 
 
-def test_another_capsule_in_numpys_place_is_not_called():
-    # NumPy's module has two nameless capsules; the table of ufuncs holds no functions
-    # at the places of the array API's: the import checks the table before calling it.
+def test_another_capsule_in_numpys_place_is_not_read():
+    # Nameless capsules reachable from Python: NumPy's table of ufuncs (no functions at
+    # the places of the array API's) and a Cython vtable of 8 bytes (in another
+    # library). The import checks the table before reading or calling it, falls back
+    # to `__dlpack__` meanwhile, and reads in place once NumPy's module is back.
     out = run_python(
         """
         import sys, types
         import numpy as np
+        import numpy.random._mt19937
         import dlpack_test_ext as ext
 
-        real = sys.modules["numpy._core._multiarray_umath"]
-        fake = types.ModuleType("fake")
-        fake._ARRAY_API = real._UFUNC_API
-        fake.ndarray = np.ndarray
-        sys.modules["numpy._core._multiarray_umath"] = fake
+        name = "numpy._core._multiarray_umath"
+        real = sys.modules[name]
         a = np.arange(3.0)
-        print(ext.read_in_place(a), ext.inspect(a)["values"])
+        for capsule in (real._UFUNC_API, numpy.random._mt19937.MT19937.__pyx_vtable__):
+            fake = types.ModuleType("fake")
+            fake._ARRAY_API = capsule
+            fake.ndarray = np.ndarray
+            sys.modules[name] = fake
+            print(ext.read_in_place(a), ext.inspect(a)["values"] == [0.0, 1.0, 2.0])
+        sys.modules[name] = real
+        print(ext.read_in_place(a))
         """
     )
-    assert out.split() == ["False", "[0.0,", "1.0,", "2.0]"]
+    assert out.split() == ["False", "True", "False", "True", "True"]
 
 
 def test_an_interrupt_while_looking_numpy_up_propagates():

@@ -10,9 +10,10 @@
 //!
 //! - **Found at run time.** NumPy's C API is its `_ARRAY_API` capsule, looked up in
 //!   `sys.modules` (never imported: while NumPy is not loaded, no object is an array)
-//!   and checked once: the ABI of NumPy 1.x (from 1.25, whose `__dlpack__` exports what
-//!   is read here) or 2.x, and its `ndarray` type. Any other NumPy, an interpreter without NumPy, PyPy
-//!   and GraalPy: `__dlpack__`, as for any producer.
+//!   and checked once: its table is NumPy's (it names the module's `ndarray` type), of
+//!   the ABI of NumPy 1.x (from 1.25, whose `__dlpack__` exports what is read here) or
+//!   2.x. Any other NumPy, an interpreter without NumPy, PyPy, GraalPy and
+//!   free-threaded builds: `__dlpack__`, as for any producer.
 //! - **Only what `__dlpack__` would give as it is.** An array is read here only when
 //!   NumPy's own `__dlpack__` (`numpy/_core/src/multiarray/dlpack.c`) would export it
 //!   as read: a numeric dtype in native byte order (booleans, integers, `float16/32/64`,
@@ -29,11 +30,14 @@
 //!   with its own `__dlpack__`, a `__getattribute__` that answers otherwise, or an
 //!   instance attribute is honoured: its `__dlpack__` is called).
 //! - **The same policy.** The tensor goes through [`adopt`] like every import: shared,
-//!   marked as one whose release may run Python code.
+//!   `READ_ONLY` when the array is. Its owner releases the array on any thread, attaching
+//!   through CPython's GIL-state API where the thread is not attached.
 
 use core::ffi::{c_char, c_int, c_long, c_longlong, c_short, c_uint, c_void};
 use core::ptr::NonNull;
 use std::sync::OnceLock;
+#[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::exceptions::{PyAttributeError, PyException};
 use pyo3::ffi;
@@ -140,19 +144,24 @@ unsafe impl Send for Api {}
 // SAFETY: as above; nothing behind the pointer is written through it.
 unsafe impl Sync for Api {}
 
-/// NumPy's API once found: `Some(None)` when the NumPy loaded is not one whose struct
-/// this module knows (which stays so: a loaded NumPy is never replaced).
-static API: OnceLock<Option<Api>> = OnceLock::new();
+/// NumPy's API, once found.
+static API: OnceLock<Api> = OnceLock::new();
+
+/// The address of the last table found under NumPy's name that is not a NumPy this
+/// module knows (0: none), so that it is not examined again at every import. (Not a
+/// permanent "no": a module under NumPy's name may be replaced from Python, by a test
+/// double for instance, and the real one put back.)
+#[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
+static REJECTED: AtomicUsize = AtomicUsize::new(0);
 
 /// NumPy's API, if NumPy is loaded and known. An error of the look-up that is not an
 /// `Exception` (a `KeyboardInterrupt`) is raised; any other means "not now".
 fn api(py: Python<'_>) -> PyResult<Option<&'static Api>> {
-    if let Some(found) = API.get() {
-        return Ok(found.as_ref());
+    if let Some(api) = API.get() {
+        return Ok(Some(api));
     }
-    // Not cached while NumPy is not loaded (it may be later).
     match find_api(py) {
-        Ok(Some(found)) => Ok(API.get_or_init(|| found).as_ref()),
+        Ok(Some(found)) => Ok(Some(API.get_or_init(|| found))),
         Ok(None) => Ok(None),
         Err(err) if err.is_instance_of::<PyException>(py) => Ok(None),
         Err(err) => Err(err),
@@ -162,16 +171,19 @@ fn api(py: Python<'_>) -> PyResult<Option<&'static Api>> {
 /// NumPy's API if it was found by an earlier import (no look-up).
 #[inline]
 fn api_found() -> Option<&'static Api> {
-    API.get().and_then(Option::as_ref)
+    API.get()
 }
 
-/// Looks NumPy's API up in `sys.modules`: `None` while it is not there (nothing is
-/// imported here), `Some(None)` when the NumPy there is not one this module knows.
+/// Looks NumPy's API up in `sys.modules` (nothing is imported here): `None` while it is
+/// not there, or when what is there is not a NumPy this module knows.
 ///
-/// The module found under NumPy's name is trusted to be NumPy's (as every extension
-/// that imports NumPy's C API trusts it).
+/// What is found under NumPy's name is checked before any entry of its table is called:
+/// the capsule's table lies in the same library as the module's `ndarray` type (Unix:
+/// `dladdr`; an extension module's statics), and its entry 2 is that type, as in
+/// NumPy's `PyArray_API`. (Elsewhere the module under NumPy's name is trusted to be
+/// NumPy's, as every extension that imports NumPy's C API trusts it.)
 #[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
-fn find_api(py: Python<'_>) -> PyResult<Option<Option<Api>>> {
+fn find_api(py: Python<'_>) -> PyResult<Option<Api>> {
     // SAFETY: the thread is attached (`py`).
     let modules = unsafe { ffi::PyImport_GetModuleDict() };
     // SAFETY: a borrowed reference to the interpreter's module dictionary (non-null),
@@ -202,21 +214,32 @@ fn find_api(py: Python<'_>) -> PyResult<Option<Option<Api>>> {
         Err(_) => None,
     };
     let Some(table) = table else {
-        return Ok(Some(None));
+        return Ok(None);
     };
     let table = table.as_ptr().cast::<*const c_void>();
+    if REJECTED.load(Ordering::Relaxed) == table as usize {
+        return Ok(None);
+    }
+    let reject = || {
+        REJECTED.store(table as usize, Ordering::Relaxed);
+        Ok(None)
+    };
+    // SAFETY: a live object; the thread is attached.
+    let is_type = unsafe { ffi::PyType_Check(ndarray.as_ptr()) } != 0;
+    if !is_type || !table.is_aligned() || !same_library(table.cast(), ndarray.as_ptr().cast()) {
+        return reject();
+    }
     let entry = |index: usize| {
-        // SAFETY: NumPy's table (`PyArray_API`) has more than 211 entries in every
-        // NumPy since 1.4 (the capsule's pointer is the table's first entry, aligned);
-        // entry 2 is read first, and the others only once it proved the table NumPy's.
+        // SAFETY: a table in the library of NumPy's `ndarray` type (checked above), as
+        // NumPy's `PyArray_API` is, which has more than 211 entries in every NumPy
+        // since 1.4; entry 2 is read first, and the others only once it proved the
+        // table NumPy's.
         unsafe { table.wrapping_add(index).read() }
     };
     // Entry 2 is `&PyArray_Type`: it must be the module's `ndarray` type before any
     // entry is called (another capsule of the module, `_UFUNC_API`, is nameless too).
-    // SAFETY: a live object; the thread is attached.
-    let is_type = unsafe { ffi::PyType_Check(ndarray.as_ptr()) } != 0;
-    if !is_type || entry(2) != ndarray.as_ptr().cast_const().cast() {
-        return Ok(Some(None));
+    if entry(2) != ndarray.as_ptr().cast_const().cast() {
+        return reject();
     }
     let version = |index: usize| {
         let f = entry(index);
@@ -239,19 +262,42 @@ fn find_api(py: Python<'_>) -> PyResult<Option<Option<Api>>> {
         Some(0x0100_0009) => version(211).is_some_and(|feature| feature >= 0x11),
         _ => false,
     };
-    let ndarray = NonNull::new(ndarray.as_ptr().cast::<ffi::PyTypeObject>());
-    Ok(Some(ndarray.filter(|_| known).map(|ndarray| Api {
-        ndarray,
-        dlpack: OnceLock::new(),
-    })))
+    match NonNull::new(ndarray.as_ptr().cast::<ffi::PyTypeObject>()) {
+        Some(ndarray) if known => Ok(Some(Api {
+            ndarray,
+            dlpack: OnceLock::new(),
+        })),
+        _ => reject(),
+    }
+}
+
+/// Whether `a` and `b` lie in the same loaded library (or executable), by `dladdr`.
+#[cfg(all(unix, not(any(PyPy, GraalPy, Py_GIL_DISABLED))))]
+fn same_library(a: *const c_void, b: *const c_void) -> bool {
+    let base = |address: *const c_void| {
+        let mut info = core::mem::MaybeUninit::<libc::Dl_info>::uninit();
+        // SAFETY: `dladdr` only reads the process's tables of loaded objects and fills
+        // `info` when it returns non-zero; any address may be asked about.
+        let found = unsafe { libc::dladdr(address, info.as_mut_ptr()) } != 0;
+        // SAFETY: filled by `dladdr`, which found the address.
+        found.then(|| unsafe { info.assume_init() }.dli_fbase)
+    };
+    matches!((base(a), base(b)), (Some(x), Some(y)) if !x.is_null() && x == y)
+}
+
+/// (No `dladdr`: the module under NumPy's name is trusted, as NumPy's own C API users
+/// trust it.)
+#[cfg(not(any(unix, PyPy, GraalPy, Py_GIL_DISABLED)))]
+fn same_library(_: *const c_void, _: *const c_void) -> bool {
+    true
 }
 
 /// PyPy and GraalPy (whose objects are not NumPy's C structs as they are in CPython)
 /// and free-threaded CPython (where another thread may change an array's struct while
 /// it is read): `__dlpack__`.
 #[cfg(any(PyPy, GraalPy, Py_GIL_DISABLED))]
-fn find_api(_py: Python<'_>) -> PyResult<Option<Option<Api>>> {
-    Ok(Some(None))
+fn find_api(_py: Python<'_>) -> PyResult<Option<Api>> {
+    Ok(None)
 }
 
 /// The owner of a tensor read from a NumPy array: a strong reference to the array,

@@ -173,8 +173,16 @@ pub(super) fn release_reference(obj: NonNull<ffi::PyObject>) {
     // attached to the interpreter (each call site below).
     let release = || unsafe { ffi::Py_DECREF(obj.as_ptr()) };
     match attached() {
-        // SAFETY: this thread has a current thread state: it is attached.
-        Attached::Yes => with_exception_saved(unsafe { Python::assume_attached() }, release),
+        Attached::Yes => {
+            // SAFETY: a live object; the thread is attached.
+            if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } > 1 {
+                // Not the last reference: no code runs, no exception state to keep.
+                release();
+            } else {
+                // SAFETY: this thread has a current thread state: it is attached.
+                with_exception_saved(unsafe { Python::assume_attached() }, release);
+            }
+        }
         Attached::No | Attached::Unknown => {
             with_gil_state(|py| with_exception_saved(py, release));
         }

@@ -35,7 +35,7 @@ pub struct DLPackArray<A, D> {
 /// The validated views: mutable when the tensor allows it, else read-only with the
 /// reason.
 enum Views<A, D> {
-    Mut(RawArrayViewMut<A, D>, RawArrayView<A, D>),
+    Mut(RawArrayViewMut<A, D>),
     Const(RawArrayView<A, D>, Refusal),
 }
 
@@ -103,7 +103,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
                 Err(err) => return Err((err, tensor)),
             },
             None => match tensor.validate::<A, D>(true) {
-                Ok(valid) => Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view()),
+                Ok(valid) => Views::Mut(valid.into_raw_view_mut()),
                 Err(err) => match Refusal::of(&err) {
                     Some(why) => match tensor.validate::<A, D>(false) {
                         Ok(valid) => Views::Const(valid.into_raw_view(), why),
@@ -118,7 +118,11 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
 
     fn raw_view(&self) -> RawArrayView<A, D> {
         match &self.views {
-            Views::Mut(_, raw) | Views::Const(raw, _) => raw.clone(),
+            // SAFETY: the view passed `validate` and its memory lives while `self` does;
+            // the read-only view made here only gives its raw view back (no mutable
+            // view can be alive meanwhile: `view_mut` borrows `self` mutably).
+            Views::Mut(raw) => unsafe { raw.clone().deref_into_view() }.raw_view(),
+            Views::Const(raw, _) => raw.clone(),
         }
     }
 
@@ -136,7 +140,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
             // SAFETY: validated as writable without aliasing (see
             // `ManagedTensor::as_array_mut`), and `&mut self` excludes every other view
             // borrowed from us.
-            Views::Mut(raw, _) => Ok(unsafe { raw.clone().deref_into_view_mut() }),
+            Views::Mut(raw) => Ok(unsafe { raw.clone().deref_into_view_mut() }),
             Views::Const(_, why) => Err(why.error()),
         }
     }
@@ -172,7 +176,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
             unsafe { self.tensor.assume_exclusive() };
             let valid = self.tensor.validate::<A, D>(true)?;
-            self.views = Views::Mut(valid.clone().into_raw_view_mut(), valid.into_raw_view());
+            self.views = Views::Mut(valid.into_raw_view_mut());
         }
         match &self.views {
             Views::Mut(..) => Ok(()),
@@ -183,7 +187,8 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         match &self.views {
-            Views::Mut(_, raw) | Views::Const(raw, _) => raw.shape(),
+            Views::Mut(raw) => raw.shape(),
+            Views::Const(raw, _) => raw.shape(),
         }
     }
 

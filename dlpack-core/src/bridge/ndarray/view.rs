@@ -72,6 +72,7 @@ impl ManagedTensor {
 
     /// Validates the tensor as an array of `A` with dimension `D` (and, if `mutable`, as
     /// writable without aliasing).
+    #[inline(always)]
     pub(super) fn validate<A: Element, D: Dimension>(
         &self,
         mutable: bool,
@@ -188,6 +189,7 @@ impl<A, D: Dimension> Validated<'_, A, D> {
         Err(Error::InvalidBool { index, byte: bad })
     }
 
+    #[inline(always)]
     pub(super) fn into_raw_view(self) -> RawArrayView<A, D> {
         if self.empty {
             // No memory is involved: a view of an empty slice, built safely.
