@@ -44,19 +44,29 @@ fn alive(py: Python<'_>, globals: &Bound<'_, PyDict>) -> bool {
     get(globals, "still").extract().unwrap()
 }
 
+/// Runs `code`, which makes the array `name` and a weak reference `alive` to what must
+/// stay alive, imports the array, then lets go of Python's name for it: the import alone
+/// keeps it alive.
+fn import_then_let_go(
+    py: Python<'_>,
+    globals: &Bound<'_, PyDict>,
+    code: &CStr,
+    name: &str,
+) -> ManagedTensor {
+    run(py, globals, code);
+    let tensor = from_dlpack(&get(globals, name)).unwrap();
+    globals.del_item(name).unwrap();
+    assert!(alive(py, globals));
+    tensor
+}
+
 #[test]
 fn a_tensor_keeps_its_array_after_python_lets_go() {
     with_numpy(|py, globals| {
-        run(
-            py,
-            globals,
-            c"a = numpy.arange(4096, dtype=numpy.float32)\nalive = weakref.ref(a)",
-        );
-        let tensor = from_dlpack(&get(globals, "a")).unwrap();
+        let code = c"a = numpy.arange(4096, dtype=numpy.float32)\nalive = weakref.ref(a)";
+        let tensor = import_then_let_go(py, globals, code, "a");
         // Read in place: a header of ours (NumPy's `__dlpack__` says version 1.0).
         assert_eq!(tensor.version().map(|v| (v.major, v.minor)), Some((1, 3)));
-        globals.del_item("a").unwrap();
-        assert!(alive(py, globals));
         // Memory freed now would be reused by these.
         run(
             py,
@@ -73,13 +83,9 @@ fn a_tensor_keeps_its_array_after_python_lets_go() {
 #[test]
 fn a_view_of_a_temporary_keeps_the_whole_buffer() {
     with_numpy(|py, globals| {
-        run(
-            py,
-            globals,
-            c"b = numpy.arange(100.0).reshape(10, 10)[2:5, ::3]\nalive = weakref.ref(b.base)",
-        );
-        let tensor = from_dlpack(&get(globals, "b")).unwrap();
-        globals.del_item("b").unwrap();
+        let code =
+            c"b = numpy.arange(100.0).reshape(10, 10)[2:5, ::3]\nalive = weakref.ref(b.base)";
+        let tensor = import_then_let_go(py, globals, code, "b");
         run(
             py,
             globals,
@@ -97,10 +103,8 @@ fn a_view_of_a_temporary_keeps_the_whole_buffer() {
 #[test]
 fn a_tensor_dropped_on_a_detached_thread_releases_its_array() {
     with_numpy(|py, globals| {
-        run(py, globals, c"a = numpy.ones(64)\nalive = weakref.ref(a)");
-        let tensor = from_dlpack(&get(globals, "a")).unwrap();
-        globals.del_item("a").unwrap();
-        assert!(alive(py, globals));
+        let code = c"a = numpy.ones(64)\nalive = weakref.ref(a)";
+        let tensor = import_then_let_go(py, globals, code, "a");
         // The dropping thread attaches to release the array while this one is detached.
         py.detach(move || std::thread::spawn(move || drop(tensor)).join())
             .unwrap();
