@@ -119,8 +119,10 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     fn raw_view(&self) -> RawArrayView<A, D> {
         match &self.views {
             // SAFETY: the view passed `validate` and its memory lives while `self` does;
-            // the read-only view made here only gives its raw view back (no mutable
-            // view can be alive meanwhile: `view_mut` borrows `self` mutably).
+            // the read-only view made here is never dereferenced and lives only for this
+            // expression, which gives its raw view back (same pointer, extents and
+            // strides); no mutable view can be alive meanwhile (`view_mut` borrows
+            // `self` mutably).
             Views::Mut(raw) => unsafe { raw.clone().deref_into_view() }.raw_view(),
             Views::Const(raw, _) => raw.clone(),
         }
