@@ -43,6 +43,24 @@ impl DataType {
     pub const C64: Self = Self::new(DLDataTypeCode::kDLComplex, 64, 1);
     /// `complex128`: two `float64`, real part first.
     pub const C128: Self = Self::new(DLDataTypeCode::kDLComplex, 128, 1);
+    /// `float8_e4m3fn`: 4 exponent bits, 3 mantissa bits, finite (no infinities), as
+    /// PyTorch's `float8_e4m3fn` and safetensors' `F8_E4M3`.
+    pub const F8_E4M3FN: Self = Self::new(DLDataTypeCode::kDLFloat8_e4m3fn, 8, 1);
+    /// `float8_e4m3fnuz`: finite, unsigned zero (safetensors' `F8_E4M3FNUZ`).
+    pub const F8_E4M3FNUZ: Self = Self::new(DLDataTypeCode::kDLFloat8_e4m3fnuz, 8, 1);
+    /// `float8_e5m2`: 5 exponent bits, 2 mantissa bits (safetensors' `F8_E5M2`).
+    pub const F8_E5M2: Self = Self::new(DLDataTypeCode::kDLFloat8_e5m2, 8, 1);
+    /// `float8_e5m2fnuz`: finite, unsigned zero (safetensors' `F8_E5M2FNUZ`).
+    pub const F8_E5M2FNUZ: Self = Self::new(DLDataTypeCode::kDLFloat8_e5m2fnuz, 8, 1);
+    /// `float8_e8m0fnu`: an 8-bit power of two, the scale of microscaling formats
+    /// (safetensors' `F8_E8M0`).
+    pub const F8_E8M0FNU: Self = Self::new(DLDataTypeCode::kDLFloat8_e8m0fnu, 8, 1);
+    /// `float6_e2m3fn`: 6 bits, packed below a byte (safetensors' `F6_E2M3`).
+    pub const F6_E2M3FN: Self = Self::new(DLDataTypeCode::kDLFloat6_e2m3fn, 6, 1);
+    /// `float6_e3m2fn`: 6 bits, packed below a byte (safetensors' `F6_E3M2`).
+    pub const F6_E3M2FN: Self = Self::new(DLDataTypeCode::kDLFloat6_e3m2fn, 6, 1);
+    /// `float4_e2m1fn`: 4 bits, two to a byte (safetensors' `F4`).
+    pub const F4_E2M1FN: Self = Self::new(DLDataTypeCode::kDLFloat4_e2m1fn, 4, 1);
 
     /// A data type from its parts.
     pub const fn new(code: DLDataTypeCode, bits: u8, lanes: u16) -> Self {

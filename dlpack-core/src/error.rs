@@ -326,6 +326,37 @@ fn quoted(names: &[String]) -> String {
 }
 
 impl Error {
+    /// An [`Error::Misaligned`] about the pointer `ptr`, which must be aligned for `T`.
+    pub(crate) fn misaligned<T>(what: &'static str, ptr: *const T) -> Self {
+        Self::Misaligned {
+            what,
+            address: ptr as usize,
+            align: align_of::<T>(),
+        }
+    }
+
+    /// `Ok` when `ptr` is aligned for `T`, else [`Error::misaligned`].
+    pub(crate) fn check_aligned<T>(what: &'static str, ptr: *const T) -> Result<()> {
+        if ptr.is_aligned() {
+            Ok(())
+        } else {
+            Err(Self::misaligned(what, ptr))
+        }
+    }
+
+    /// `Ok` for a DLPack version this crate reads (major version 1, any minor), else
+    /// [`Error::UnsupportedVersion`]: the one version check of every import path.
+    pub(crate) fn check_version(version: crate::ffi::DLPackVersion) -> Result<()> {
+        if version.major == crate::ffi::DLPACK_MAJOR_VERSION {
+            Ok(())
+        } else {
+            Err(Self::UnsupportedVersion {
+                major: version.major,
+                minor: version.minor,
+            })
+        }
+    }
+
     /// An [`Error::Io`] about `path`.
     #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
     pub(crate) fn io(path: &std::path::Path, err: &std::io::Error) -> Self {

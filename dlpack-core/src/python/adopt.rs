@@ -5,7 +5,6 @@
 use pyo3::prelude::*;
 
 use crate::error::Error;
-use crate::ffi::DLPACK_MAJOR_VERSION;
 use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
 
 /// The owner of the tensors our C exchange table's allocator makes: a zeroed buffer
@@ -62,14 +61,10 @@ pub(super) unsafe fn adopt(raw: Raw) -> PyResult<ManagedTensor> {
         // SAFETY: readable and aligned (the contract); `version` is in the prefix that
         // every major version keeps.
         let version = unsafe { (*ptr.as_ptr()).version };
-        if version.major != DLPACK_MAJOR_VERSION {
+        if let Err(err) = Error::check_version(version) {
             // The deleter is read from the stable prefix only.
             drop(tensor.into_python());
-            return Err(Error::UnsupportedVersion {
-                major: version.major,
-                minor: version.minor,
-            }
-            .into());
+            return Err(err.into());
         }
     }
     let tensor = if tensor.is_own() {

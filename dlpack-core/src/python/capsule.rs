@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods};
 
 use crate::error::Error;
-use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use crate::tensor::{Abi, ManagedTensor, Raw, delete};
 
 use super::adopt::adopt;
@@ -201,14 +201,9 @@ fn take(capsule: &Bound<'_, PyCapsule>) -> PyResult<Raw> {
         //   `DLManagedTensorVersioned` (checked non-null and aligned above);
         // - `version` is in the prefix that every major version keeps stable.
         let version = unsafe { (*pointer.as_ptr()).version };
-        if version.major != DLPACK_MAJOR_VERSION {
-            // Leave the capsule unconsumed: its producer's destructor calls the deleter.
-            return Err(Error::UnsupportedVersion {
-                major: version.major,
-                minor: version.minor,
-            }
-            .into());
-        }
+        // Leave the capsule unconsumed on error: its producer's destructor calls the
+        // deleter.
+        Error::check_version(version)?;
         rename(capsule, USED_VERSIONED)?;
         return Ok(Raw::Versioned(pointer));
     }
@@ -239,15 +234,7 @@ fn take(capsule: &Bound<'_, PyCapsule>) -> PyResult<Raw> {
 }
 
 fn check_aligned<T>(pointer: NonNull<T>) -> PyResult<()> {
-    if pointer.is_aligned() {
-        return Ok(());
-    }
-    Err(Error::Misaligned {
-        what: "managed tensor",
-        address: pointer.as_ptr() as usize,
-        align: align_of::<T>(),
-    }
-    .into())
+    Ok(Error::check_aligned("managed tensor", pointer.as_ptr())?)
 }
 
 fn rename(capsule: &Bound<'_, PyCapsule>, name: &'static CStr) -> PyResult<()> {

@@ -516,7 +516,7 @@ pub(crate) fn element_bytes_mut<A: Element>(elements: &mut [A]) -> Option<&mut [
 mod tests {
     use crate::device::Device;
     use crate::dtype::DataType;
-    use crate::ffi::{DLDataTypeCode, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED};
+    use crate::ffi::DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
     use crate::tensor::ManagedTensor;
 
     fn float4(bytes: Vec<u8>, shape: &[i64], strides: Option<&[i64]>, flags: u64) -> ManagedTensor {
@@ -528,7 +528,7 @@ mod tests {
                 |b| b.as_mut_ptr().cast(),
                 shape,
                 strides,
-                DataType::new(DLDataTypeCode::kDLFloat4_e2m1fn, 4, 1),
+                DataType::F4_E2M1FN,
                 Device::CPU,
                 flags,
             )

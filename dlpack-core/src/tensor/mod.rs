@@ -28,7 +28,7 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPackVersion, DLTensor,
 };
 use crate::layout;
 
@@ -169,14 +169,11 @@ impl ManagedTensor {
         // - the caller guarantees `ptr` is aligned and readable as the struct;
         // - `version` is in the prefix that every major version keeps stable.
         let version = unsafe { (*ptr.as_ptr()).version };
-        if version.major != DLPACK_MAJOR_VERSION {
+        if let Err(err) = Error::check_version(version) {
             // SAFETY: the caller hands the tensor over; its deleter may be called from
             // here, reading only the stable prefix.
             unsafe { delete(ptr) };
-            return Err(Error::UnsupportedVersion {
-                major: version.major,
-                minor: version.minor,
-            });
+            return Err(err);
         }
         Self::checked(Raw::Versioned(ptr))
     }
@@ -518,14 +515,7 @@ fn check_array_ptr(ptr: *const i64, what: &'static str) -> Result<()> {
     if ptr.is_null() {
         return Err(Error::NullPointer { what });
     }
-    if !ptr.is_aligned() {
-        return Err(Error::Misaligned {
-            what,
-            address: ptr as usize,
-            align: align_of::<i64>(),
-        });
-    }
-    Ok(())
+    Error::check_aligned(what, ptr)
 }
 
 /// A slice of `len` values at `ptr`; empty without touching `ptr` when `len == 0`.

@@ -15,7 +15,6 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::ffi::DLDataTypeCode;
 
 /// The size of the header's length field.
 pub(super) const LENGTH_BYTES: usize = 8;
@@ -242,7 +241,6 @@ fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
 
 /// The DLPack type of a safetensors dtype (all 22 that safetensors 0.8 writes).
 pub(super) fn data_type(dtype: Dtype) -> Option<DataType> {
-    let float = |code, bits| DataType::new(code, bits, 1);
     Some(match dtype {
         Dtype::BOOL => DataType::BOOL,
         Dtype::U8 => DataType::U8,
@@ -259,14 +257,14 @@ pub(super) fn data_type(dtype: Dtype) -> Option<DataType> {
         Dtype::F64 => DataType::F64,
         Dtype::C64 => DataType::C64,
         // safetensors' F8_E4M3 is the finite ("fn") variant, as PyTorch's float8_e4m3fn.
-        Dtype::F8_E4M3 => float(DLDataTypeCode::kDLFloat8_e4m3fn, 8),
-        Dtype::F8_E5M2 => float(DLDataTypeCode::kDLFloat8_e5m2, 8),
-        Dtype::F8_E4M3FNUZ => float(DLDataTypeCode::kDLFloat8_e4m3fnuz, 8),
-        Dtype::F8_E5M2FNUZ => float(DLDataTypeCode::kDLFloat8_e5m2fnuz, 8),
-        Dtype::F8_E8M0 => float(DLDataTypeCode::kDLFloat8_e8m0fnu, 8),
-        Dtype::F6_E2M3 => float(DLDataTypeCode::kDLFloat6_e2m3fn, 6),
-        Dtype::F6_E3M2 => float(DLDataTypeCode::kDLFloat6_e3m2fn, 6),
-        Dtype::F4 => float(DLDataTypeCode::kDLFloat4_e2m1fn, 4),
+        Dtype::F8_E4M3 => DataType::F8_E4M3FN,
+        Dtype::F8_E5M2 => DataType::F8_E5M2,
+        Dtype::F8_E4M3FNUZ => DataType::F8_E4M3FNUZ,
+        Dtype::F8_E5M2FNUZ => DataType::F8_E5M2FNUZ,
+        Dtype::F8_E8M0 => DataType::F8_E8M0FNU,
+        Dtype::F6_E2M3 => DataType::F6_E2M3FN,
+        Dtype::F6_E3M2 => DataType::F6_E3M2FN,
+        Dtype::F4 => DataType::F4_E2M1FN,
         _ => return None,
     })
 }

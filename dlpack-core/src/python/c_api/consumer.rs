@@ -18,7 +18,7 @@ use pyo3::{PyTypeInfo, intern};
 
 use crate::ffi::{
     DLDataTypeCode, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME,
-    DLPACK_MAJOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader,
 };
 use crate::tensor::{ManagedTensor, Raw};
 
@@ -176,7 +176,7 @@ fn find_table(ty: &Bound<'_, PyType>) -> PyResult<Option<(Table, Py<PyAny>)>> {
         //   of the chain (checked non-null and aligned);
         // - the header is the part of the struct every version keeps.
         let head = unsafe { header.as_ref() };
-        if head.version.major == DLPACK_MAJOR_VERSION {
+        if crate::error::Error::check_version(head.version).is_ok() {
             let table = header.cast::<DLPackExchangeAPI>();
             // SAFETY: a table of major version 1 is a whole `DLPackExchangeAPI`.
             let owning = unsafe { table.as_ref() }.managed_tensor_from_py_object_no_sync;
@@ -232,11 +232,10 @@ pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let status = unsafe { from_object(obj.as_ptr().cast(), &mut out) };
     let handed = match NonNull::new(out) {
         // Not even the deleter can be read safely: the tensor is left to its producer.
-        Some(ptr) if !ptr.is_aligned() => Some(Err(crate::error::Error::Misaligned {
-            what: "managed tensor",
-            address: ptr.as_ptr() as usize,
-            align: align_of::<DLManagedTensorVersioned>(),
-        }
+        Some(ptr) if !ptr.is_aligned() => Some(Err(crate::error::Error::misaligned(
+            "managed tensor",
+            ptr.as_ptr(),
+        )
         .into())),
         // SAFETY:
         // - a non-null, aligned pointer written by the entry hands us a versioned

@@ -138,14 +138,7 @@ unsafe extern "C" fn to_object(
 ) -> c_int {
     let body = |py: Python<'_>| {
         let tensor = NonNull::new(tensor).ok_or_else(|| PySystemError::new_err("NULL tensor"))?;
-        if !tensor.is_aligned() {
-            return Err(Error::Misaligned {
-                what: "managed tensor",
-                address: tensor.as_ptr() as usize,
-                align: align_of::<DLManagedTensorVersioned>(),
-            }
-            .into());
-        }
+        Error::check_aligned("managed tensor", tensor.as_ptr())?;
         // SAFETY:
         // - the standard hands over the ownership of a versioned tensor ("the tensor is
         //   stolen"), with what the protocol promises a consumer, which `adopt`
@@ -237,13 +230,7 @@ unsafe fn allocated_like(prototype: *const DLTensor) -> CrateResult<ManagedTenso
         &[]
     } else {
         let shape = NonNull::new(proto.shape).ok_or(Error::NullPointer { what: "shape" })?;
-        if !shape.is_aligned() {
-            return Err(Error::Misaligned {
-                what: "shape",
-                address: shape.as_ptr() as usize,
-                align: align_of::<i64>(),
-            });
-        }
+        Error::check_aligned("shape", shape.as_ptr())?;
         // SAFETY: the caller's promise: `ndim` readable values (non-null, aligned).
         unsafe { core::slice::from_raw_parts(shape.as_ptr(), ndim) }
     };
