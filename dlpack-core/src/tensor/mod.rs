@@ -5,19 +5,23 @@
 //! - `header`: the single-allocation header of every tensor this crate makes, and how
 //!   it is recognised;
 //! - `producer`: `from_buffer` and `from_owner`, for users' own containers;
-//! - `bytes`: a tensor's bytes in C order, as runs of its memory, for copies and
-//!   writers of any element type;
+//! - `span`: where a tensor's elements lie in memory ([`ByteSpan`], the layout check
+//!   every bridge makes);
+//! - `runs`: a tensor's bytes in C order, as runs of its memory, for copies and writers
+//!   of any element type;
+//! - `buffers`: the buffers this crate allocates for copies and for files read;
 //! - `adapter`: a tensor of one ABI wrapped in a header of the other.
 
 mod abi;
 mod adapter;
-#[cfg_attr(
-    not(any(feature = "pyo3", feature = "burn", feature = "safetensors")),
-    allow(dead_code)
-)]
-mod bytes;
+// The features that copy tensor bytes or write them to a file.
+#[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
+mod buffers;
 mod header;
 mod producer;
+#[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
+mod runs;
+mod span;
 
 use core::ffi::c_void;
 use core::fmt;
@@ -35,11 +39,11 @@ use crate::layout;
 pub(crate) use abi::{Abi, Raw, delete, with_abi};
 use adapter::{Adapter, wrap};
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
-pub(crate) use bytes::AlignedBytes;
-pub use bytes::ByteSpan;
+pub(crate) use buffers::AlignedBytes;
 #[cfg(feature = "safetensors")]
-pub(crate) use bytes::{element_bytes_mut, into_bools, zeroed_elements};
+pub(crate) use buffers::typed::{element_bytes_mut, into_bools, zeroed_elements};
 pub(crate) use header::{Desc, build};
+pub use span::ByteSpan;
 
 /// An owned DLPack tensor: the one handle through which this crate holds a
 /// `DLManagedTensorVersioned` (DLPack 1.x) or a legacy `DLManagedTensor`.
