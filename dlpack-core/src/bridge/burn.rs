@@ -40,53 +40,48 @@ fn burn_error(message: String) -> Error {
     }
 }
 
+/// burn's dtypes beside DLPack's: the one table both directions read. A `bool` is one
+/// byte holding 0 or 1 both ways (burn's `U8` store of booleans too, on export).
+const DTYPES: [(DType, DataType); 13] = [
+    (DType::F64, DataType::F64),
+    (DType::F32, DataType::F32),
+    (DType::F16, DataType::F16),
+    (DType::BF16, DataType::BF16),
+    (DType::I64, DataType::I64),
+    (DType::I32, DataType::I32),
+    (DType::I16, DataType::I16),
+    (DType::I8, DataType::I8),
+    (DType::U64, DataType::U64),
+    (DType::U32, DataType::U32),
+    (DType::U16, DataType::U16),
+    (DType::U8, DataType::U8),
+    (DType::Bool(BoolStore::Native), DataType::BOOL),
+];
+
 /// The DLPack type of a burn dtype.
 fn to_dlpack_dtype(dtype: DType) -> Result<DataType> {
-    Ok(match dtype {
-        DType::F64 => DataType::F64,
-        DType::F32 => DataType::F32,
-        DType::F16 => DataType::F16,
-        DType::BF16 => DataType::BF16,
-        DType::I64 => DataType::I64,
-        DType::I32 => DataType::I32,
-        DType::I16 => DataType::I16,
-        DType::I8 => DataType::I8,
-        DType::U64 => DataType::U64,
-        DType::U32 => DataType::U32,
-        DType::U16 => DataType::U16,
-        DType::U8 => DataType::U8,
-        // One byte holding 0 or 1, both ways.
-        DType::Bool(BoolStore::Native | BoolStore::U8) => DataType::BOOL,
-        other => {
-            return Err(burn_error(format!(
-                "dtype {other:?} has no DLPack equivalent (dequantize, or cast first)"
-            )));
-        }
-    })
+    let native = match dtype {
+        DType::Bool(BoolStore::U8) => DType::Bool(BoolStore::Native),
+        other => other,
+    };
+    DTYPES
+        .iter()
+        .find(|(burn, _)| *burn == native)
+        .map(|&(_, dlpack)| dlpack)
+        .ok_or_else(|| {
+            burn_error(format!(
+                "dtype {dtype:?} has no DLPack equivalent (dequantize, or cast first)"
+            ))
+        })
 }
 
 /// The burn dtype of a DLPack type.
 fn to_burn_dtype(dtype: DataType) -> Result<DType> {
-    Ok(match dtype {
-        DataType::F64 => DType::F64,
-        DataType::F32 => DType::F32,
-        DataType::F16 => DType::F16,
-        DataType::BF16 => DType::BF16,
-        DataType::I64 => DType::I64,
-        DataType::I32 => DType::I32,
-        DataType::I16 => DType::I16,
-        DataType::I8 => DType::I8,
-        DataType::U64 => DType::U64,
-        DataType::U32 => DType::U32,
-        DataType::U16 => DType::U16,
-        DataType::U8 => DType::U8,
-        DataType::BOOL => DType::Bool(BoolStore::Native),
-        other => {
-            return Err(burn_error(format!(
-                "dtype {other} has no burn flex equivalent"
-            )));
-        }
-    })
+    DTYPES
+        .iter()
+        .find(|(_, dlpack)| *dlpack == dtype)
+        .map(|&(burn, _)| burn)
+        .ok_or_else(|| burn_error(format!("dtype {dtype} has no burn flex equivalent")))
 }
 
 /// Exports a flex tensor without a copy.

@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 
-use super::header;
+use super::own;
 
 mod sealed {
     pub(crate) trait Sealed {}
@@ -102,7 +102,7 @@ macro_rules! common_fields {
 }
 
 impl Abi for DLManagedTensorVersioned {
-    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = header::delete_versioned;
+    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = own::delete_versioned;
 
     fn new(
         dl_tensor: DLTensor,
@@ -135,7 +135,7 @@ impl Abi for DLManagedTensorVersioned {
 }
 
 impl Abi for DLManagedTensor {
-    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = header::delete_legacy;
+    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = own::delete_legacy;
 
     fn new(
         dl_tensor: DLTensor,

@@ -2,8 +2,8 @@
 //!
 //! - `abi`: the standard's two managed structs behind one sealed trait, and the one
 //!   raw delete;
-//! - `header`: the single-allocation header of every tensor this crate makes, and how
-//!   it is recognised;
+//! - `own`: the tensors this crate makes, each one allocation (header, owner, shape
+//!   and strides), and how they are recognised;
 //! - `producer`: `from_buffer` and `from_owner`, for users' own containers;
 //! - `span`: where a tensor's elements lie in memory ([`ByteSpan`], the layout check
 //!   every bridge makes);
@@ -17,7 +17,7 @@ mod adapter;
 // The features that copy tensor bytes or write them to a file.
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 mod buffers;
-mod header;
+mod own;
 mod producer;
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 mod runs;
@@ -42,7 +42,7 @@ use adapter::{Adapter, wrap};
 pub(crate) use buffers::AlignedBytes;
 #[cfg(feature = "safetensors")]
 pub(crate) use buffers::typed::{element_bytes_mut, into_bools, zeroed_elements};
-pub(crate) use header::{Desc, build};
+pub(crate) use own::{Desc, build};
 pub use span::ByteSpan;
 
 /// An owned DLPack tensor: the one handle through which this crate holds a

@@ -239,63 +239,48 @@ fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
     Ok(at)
 }
 
-/// The DLPack type of a safetensors dtype (all 22 that safetensors 0.8 writes).
+/// The 22 dtypes safetensors 0.8 writes beside DLPack's types: the one table both
+/// directions read. safetensors' `F8_E4M3` is the finite ("fn") variant, as PyTorch's
+/// `float8_e4m3fn`.
+const DTYPES: [(Dtype, DataType); 22] = [
+    (Dtype::BOOL, DataType::BOOL),
+    (Dtype::U8, DataType::U8),
+    (Dtype::I8, DataType::I8),
+    (Dtype::U16, DataType::U16),
+    (Dtype::I16, DataType::I16),
+    (Dtype::U32, DataType::U32),
+    (Dtype::I32, DataType::I32),
+    (Dtype::U64, DataType::U64),
+    (Dtype::I64, DataType::I64),
+    (Dtype::F16, DataType::F16),
+    (Dtype::BF16, DataType::BF16),
+    (Dtype::F32, DataType::F32),
+    (Dtype::F64, DataType::F64),
+    (Dtype::C64, DataType::C64),
+    (Dtype::F8_E4M3, DataType::F8_E4M3FN),
+    (Dtype::F8_E5M2, DataType::F8_E5M2),
+    (Dtype::F8_E4M3FNUZ, DataType::F8_E4M3FNUZ),
+    (Dtype::F8_E5M2FNUZ, DataType::F8_E5M2FNUZ),
+    (Dtype::F8_E8M0, DataType::F8_E8M0FNU),
+    (Dtype::F6_E2M3, DataType::F6_E2M3FN),
+    (Dtype::F6_E3M2, DataType::F6_E3M2FN),
+    (Dtype::F4, DataType::F4_E2M1FN),
+];
+
+/// The DLPack type of a safetensors dtype.
 pub(super) fn data_type(dtype: Dtype) -> Option<DataType> {
-    Some(match dtype {
-        Dtype::BOOL => DataType::BOOL,
-        Dtype::U8 => DataType::U8,
-        Dtype::I8 => DataType::I8,
-        Dtype::U16 => DataType::U16,
-        Dtype::I16 => DataType::I16,
-        Dtype::U32 => DataType::U32,
-        Dtype::I32 => DataType::I32,
-        Dtype::U64 => DataType::U64,
-        Dtype::I64 => DataType::I64,
-        Dtype::F16 => DataType::F16,
-        Dtype::BF16 => DataType::BF16,
-        Dtype::F32 => DataType::F32,
-        Dtype::F64 => DataType::F64,
-        Dtype::C64 => DataType::C64,
-        // safetensors' F8_E4M3 is the finite ("fn") variant, as PyTorch's float8_e4m3fn.
-        Dtype::F8_E4M3 => DataType::F8_E4M3FN,
-        Dtype::F8_E5M2 => DataType::F8_E5M2,
-        Dtype::F8_E4M3FNUZ => DataType::F8_E4M3FNUZ,
-        Dtype::F8_E5M2FNUZ => DataType::F8_E5M2FNUZ,
-        Dtype::F8_E8M0 => DataType::F8_E8M0FNU,
-        Dtype::F6_E2M3 => DataType::F6_E2M3FN,
-        Dtype::F6_E3M2 => DataType::F6_E3M2FN,
-        Dtype::F4 => DataType::F4_E2M1FN,
-        _ => return None,
-    })
+    DTYPES
+        .iter()
+        .find(|(stored, _)| *stored == dtype)
+        .map(|&(_, dlpack)| dlpack)
 }
 
 /// The safetensors dtype of a DLPack type, if the format has one.
 pub(super) fn safetensors_dtype(dtype: DataType) -> Option<Dtype> {
-    const ALL: [Dtype; 22] = [
-        Dtype::BOOL,
-        Dtype::U8,
-        Dtype::I8,
-        Dtype::U16,
-        Dtype::I16,
-        Dtype::U32,
-        Dtype::I32,
-        Dtype::U64,
-        Dtype::I64,
-        Dtype::F16,
-        Dtype::BF16,
-        Dtype::F32,
-        Dtype::F64,
-        Dtype::C64,
-        Dtype::F8_E4M3,
-        Dtype::F8_E5M2,
-        Dtype::F8_E4M3FNUZ,
-        Dtype::F8_E5M2FNUZ,
-        Dtype::F8_E8M0,
-        Dtype::F6_E2M3,
-        Dtype::F6_E3M2,
-        Dtype::F4,
-    ];
-    ALL.into_iter().find(|&d| data_type(d) == Some(dtype))
+    DTYPES
+        .iter()
+        .find(|(_, dlpack)| *dlpack == dtype)
+        .map(|&(stored, _)| stored)
 }
 
 /// What the header's JSON holds, before the checks.

@@ -1,6 +1,6 @@
-//! The header of every tensor this crate makes: ONE allocation that holds the managed
-//! struct (either ABI), the bookkeeping below, the owner that keeps the data alive, and
-//! the shape and strides arrays.
+//! Every tensor this crate makes is ONE allocation, a block that holds its header (the
+//! managed struct, of either ABI), the bookkeeping below, the owner that keeps the data
+//! alive, and the shape and strides arrays.
 //!
 //! ```text
 //! [ M: managed struct | Meta | owner: O | shape: [i64; ndim] | strides: [i64; ndim] ]
@@ -57,25 +57,26 @@ fn type_of<O: 'static>() -> TypeId {
     TypeId::of::<O>()
 }
 
-/// The part of a header that does not depend on the owner type.
+/// The part of a block that does not depend on the owner type.
 #[repr(C)]
 struct Head<M> {
     managed: M,
     meta: Meta,
 }
 
-/// A header with owner `O`; `2 * ndim` `i64`s (shape, then strides) follow it.
+/// The block of a tensor with owner `O`; `2 * ndim` `i64`s (shape, then strides)
+/// follow it.
 #[repr(C)]
-struct Header<M, O> {
+struct Block<M, O> {
     head: Head<M>,
     owner: ManuallyDrop<O>,
 }
 
-/// The layout of a header with owner `O` and `ndim` dimensions, and the offset of the
+/// The layout of a block with owner `O` and `ndim` dimensions, and the offset of the
 /// shape array in it; `None` if it does not fit the address space.
 fn layout<M: Abi, O>(ndim: usize) -> Option<(Layout, usize)> {
     let dims = Layout::array::<i64>(ndim.checked_mul(2)?).ok()?;
-    let (layout, offset) = Layout::new::<Header<M, O>>().extend(dims).ok()?;
+    let (layout, offset) = Layout::new::<Block<M, O>>().extend(dims).ok()?;
     Some((layout.pad_to_align(), offset))
 }
 
@@ -127,13 +128,13 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
             bytes: layout.size(),
         });
     };
-    let header = base.cast::<Header<M, O>>();
+    let block = base.cast::<Block<M, O>>();
     // SAFETY: `base` is a fresh allocation of `layout`, which starts with an aligned
-    // `Header<M, O>`; this only computes a field address.
-    let owner_field = unsafe { &raw mut (*header.as_ptr()).owner };
+    // `Block<M, O>`; this only computes a field address.
+    let owner_field = unsafe { &raw mut (*block.as_ptr()).owner };
     // SAFETY: the field is aligned and inside the allocation; nothing reads it before.
     unsafe { owner_field.write(ManuallyDrop::new(owner)) };
-    // From here until the header is complete, an error from `describe`, or a panic in
+    // From here until the block is complete, an error from `describe`, or a panic in
     // it, drops the owner and frees the allocation.
     let unfinished = Unfinished {
         base,
@@ -175,16 +176,17 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
         },
     };
     // SAFETY: as for `owner_field`, this only computes a field address.
-    let head_field = unsafe { &raw mut (*header.as_ptr()).head };
+    let head_field = unsafe { &raw mut (*block.as_ptr()).head };
     // SAFETY: the first field of the fresh, aligned allocation, not yet initialised.
     unsafe { head_field.write(head) };
     core::mem::forget(unfinished);
-    // SAFETY: a complete header whose data `describe` vouched for, owned by nobody else.
-    Ok(unsafe { ManagedTensor::adopt(M::raw(header.cast::<M>())) })
+    // SAFETY: a complete block, starting with its header, whose data `describe` vouched
+    // for, owned by nobody else.
+    Ok(unsafe { ManagedTensor::adopt(M::raw(block.cast::<M>())) })
 }
 
-/// A header under construction: on drop (an error or a panic in `describe`) it drops
-/// the owner and frees the allocation; `build` forgets it once the header is complete.
+/// A block under construction: on drop (an error or a panic in `describe`) it drops
+/// the owner and frees the allocation; `build` forgets it once the block is complete.
 struct Unfinished<O> {
     base: NonNull<u8>,
     owner: *mut ManuallyDrop<O>,
@@ -203,25 +205,25 @@ impl<O> Drop for Unfinished<O> {
     }
 }
 
-/// Drops the owner of a `Header<M, O>` and frees the allocation. An owner whose `Drop`
+/// Drops the owner of a `Block<M, O>` and frees the allocation. An owner whose `Drop`
 /// panics aborts the process here (a deleter cannot unwind).
 ///
 /// # Safety
 ///
-/// - `header` is a live `Header<M, O>` made by [`build`], released once.
-unsafe fn release<M: Abi, O>(header: *mut u8) {
-    let header = header.cast::<Header<M, O>>();
-    // SAFETY: the caller passes a live header; its bookkeeping is ours alone.
-    let ndim = unsafe { (*header).head.meta.ndim };
-    // SAFETY: the header is live and nothing else references its owner.
-    let owner: &mut ManuallyDrop<O> = unsafe { &mut (*header).owner };
+/// - `block` is a live `Block<M, O>` made by [`build`], released once.
+unsafe fn release<M: Abi, O>(block: *mut u8) {
+    let block = block.cast::<Block<M, O>>();
+    // SAFETY: the caller passes a live block; its bookkeeping is ours alone.
+    let ndim = unsafe { (*block).head.meta.ndim };
+    // SAFETY: the block is live and nothing else references its owner.
+    let owner: &mut ManuallyDrop<O> = unsafe { &mut (*block).owner };
     // SAFETY: the owner is initialised and dropped only here, once.
     unsafe { ManuallyDrop::drop(owner) };
     // `build` allocated exactly this layout for this rank.
     if let Some((layout, _)) = layout::<M, O>(ndim) {
         // SAFETY: the allocation was made by `build` with this layout and is not used
         // again.
-        unsafe { alloc::dealloc(header.cast(), layout) };
+        unsafe { alloc::dealloc(block.cast(), layout) };
     }
 }
 
@@ -246,13 +248,13 @@ pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNul
     if unsafe { owner_type(ptr) } != TypeId::of::<O>() {
         return None;
     }
-    let offset = offset_of!(Header<M, O>, owner);
-    // SAFETY: the allocation is a `Header<M, O>` (its owner type says so), whose owner
+    let offset = offset_of!(Block<M, O>, owner);
+    // SAFETY: the allocation is a `Block<M, O>` (its owner type says so), whose owner
     // lies `offset` bytes in (`ManuallyDrop<O>` has the layout of `O`).
     Some(unsafe { ptr.cast::<u8>().add(offset) }.cast::<O>())
 }
 
-/// Moves the owner out of a header made by [`build`] and frees the header, without
+/// Moves the owner out of a header made by [`build`] and frees its block, without
 /// running the deleter.
 ///
 /// # Safety
@@ -261,11 +263,11 @@ pub(crate) unsafe fn owner<M: Abi, O: 'static>(ptr: NonNull<M>) -> Option<NonNul
 ///   [`owner`]);
 /// - nobody uses it, or calls its deleter, afterwards.
 pub(crate) unsafe fn take<M: Abi, O>(ptr: NonNull<M>) -> O {
-    let header = ptr.cast::<Header<M, O>>();
-    // SAFETY: the caller guarantees a live header; its bookkeeping is ours alone.
-    let ndim = unsafe { (*header.as_ptr()).head.meta.ndim };
-    // SAFETY: the caller guarantees a live header; this only computes a field address.
-    let owner_field = unsafe { &raw const (*header.as_ptr()).owner };
+    let block = ptr.cast::<Block<M, O>>();
+    // SAFETY: the caller guarantees a live block; its bookkeeping is ours alone.
+    let ndim = unsafe { (*block.as_ptr()).head.meta.ndim };
+    // SAFETY: the caller guarantees a live block; this only computes a field address.
+    let owner_field = unsafe { &raw const (*block.as_ptr()).owner };
     // SAFETY: the owner is initialised and, since the deleter never runs, moved out
     // only here; the field is aligned and inside the allocation.
     let owner = unsafe { owner_field.read() };
