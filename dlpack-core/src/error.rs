@@ -132,7 +132,7 @@ pub enum Error {
     ReadOnly,
     /// A mutable view was requested of a tensor that other live handles may reach (an
     /// import through a safe path that cannot prove it has the data to itself; see
-    /// "Import safety" in the [crate documentation](crate#import-safety)). Python:
+    /// the [import safety guide](crate::guide::import_safety)). Python:
     /// `BufferError`.
     #[error(
         "shared tensor: a mutable view needs exclusive access, and other handles (such as \

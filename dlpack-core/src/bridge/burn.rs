@@ -1,5 +1,5 @@
 //! The burn bridge (feature `burn`): [`ToDLPack`] and [`FromDLPack`] for burn's flex CPU
-//! tensors (`burn_flex::FlexTensor`); see the public [`crate::burn`] namespace.
+//! tensors (`burn_flex::FlexTensor`); see the guide page `guide::burn`.
 //!
 //! - Export shares the tensor's `Arc<Bytes>` (the header owns one reference), writable
 //!   when that reference is the only one, `READ_ONLY` otherwise: burn then never writes

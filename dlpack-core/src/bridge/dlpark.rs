@@ -1,4 +1,4 @@
-//! The dlpark bridge (feature `dlpark`): see the public [`crate::dlpark`] namespace for
+//! The dlpark bridge (feature `dlpark`): see the guide page `guide::dlpark` for
 //! what it does and why its import is `unsafe`.
 
 use core::mem::{align_of, offset_of, size_of};

@@ -55,8 +55,8 @@ pub use span::ByteSpan;
 ///   [`into_raw_legacy`](Self::into_raw_legacy) give whichever struct a consumer wants,
 ///   wrapping the other kind in one allocation whose deleter chains to the original.
 /// - **Exclusive or shared.** Mutable views need a tensor whose data no other live
-///   handle can reach ([`is_exclusive`](Self::is_exclusive)): see "Import safety" in
-///   the [crate documentation](crate#import-safety).
+///   handle can reach ([`is_exclusive`](Self::is_exclusive)): see the
+///   [import safety guide](crate::guide::import_safety).
 ///
 /// Borrowed, checked ndarray views come from `as_array` / `as_array_mut` (feature
 /// `ndarray`); tensors are made from arrays with [`ToDLPack`](crate::ToDLPack), or from
@@ -285,7 +285,7 @@ impl ManagedTensor {
     /// an `unsafe` constructor, whose caller promised it; false for imports through a
     /// safe path that cannot prove it (from Python, unless the producer copied the
     /// data for this import). See "Import safety" in the
-    /// [crate documentation](crate#import-safety).
+    /// [import safety guide](crate::guide::import_safety).
     #[inline]
     pub fn is_exclusive(&self) -> bool {
         !self.kind.has(Kind::SHARED)

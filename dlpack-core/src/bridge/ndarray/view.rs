@@ -55,7 +55,7 @@ impl ManagedTensor {
 
     /// A mutable ndarray view: the checks of [`as_array`](Self::as_array), and also that
     /// the tensor is [exclusive](Self::is_exclusive) (no other live handle reaches the
-    /// data: see "Import safety" in the [crate documentation](crate#import-safety)), not
+    /// data: see the [import safety guide](crate::guide::import_safety)), not
     /// `READ_ONLY`, and that no two indices share an element.
     pub fn as_array_mut<A: Element, D: Dimension + 'static>(
         &mut self,

@@ -4,6 +4,19 @@
 //! gaps, byte lengths that match, element counts that do not overflow, a data section
 //! of exactly the described size). Every problem is an [`Error::InvalidFile`] naming
 //! the file and, where there is one, the tensor.
+//!
+//! Why not the `safetensors` crate's own parser (`SafeTensors::read_metadata`), whose
+//! format types (`Dtype`, its `TensorInfo` for writing) this crate does use:
+//! - it needs the whole file in one slice (it checks the data section's length against
+//!   the slice), so a read that takes only the tensors it needs, or only a header,
+//!   would have to map or read the whole file first; this parser reads the header's
+//!   bytes alone and checks the data section against the file's length;
+//! - it collects names into a map, so a name given twice keeps one entry silently;
+//!   here it is an error (a duplicate could hide a tensor that a reader of the file
+//!   with another tool would see);
+//! - its errors name neither the file nor the tensor, and it caps neither a shape's
+//!   rank (a header could make its parse use many times its own size) nor an extent
+//!   to the `i64` that DLPack needs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -285,13 +298,13 @@ pub(super) fn safetensors_dtype(dtype: DataType) -> Option<Dtype> {
 
 /// What the header's JSON holds, before the checks.
 struct RawHeader {
-    tensors: Vec<(String, TensorInfo)>,
+    tensors: Vec<(String, RawEntry)>,
     metadata: BTreeMap<String, String>,
 }
 
 /// One tensor's entry, as the format writes it.
 #[derive(Deserialize)]
-struct TensorInfo {
+struct RawEntry {
     dtype: Dtype,
     #[serde(deserialize_with = "shape")]
     shape: Vec<usize>,
@@ -351,7 +364,7 @@ impl<'de> Visitor<'de> for HeaderVisitor {
                 let values: Option<HashMap<String, String>> = map.next_value()?;
                 metadata = values.map(|values| values.into_iter().collect());
             } else {
-                let info: TensorInfo = map.next_value()?;
+                let info: RawEntry = map.next_value()?;
                 tensors.push((name, info));
             }
         }

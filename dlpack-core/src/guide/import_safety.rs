@@ -1,0 +1,58 @@
+//! Import safety: which imports give mutable views, and what each one trusts.
+//!
+//! One rule holds for every way a tensor enters this crate (raw pointers, Python,
+//! dlpark, tch, burn, your own containers): **no safe code path yields a mutable view
+//! of memory that another live handle can reach, and read-only views rely only on what
+//! the DLPack protocol promises.** A [`ManagedTensor`] is therefore *exclusive* or
+//! *shared* ([`ManagedTensor::is_exclusive`]). Path by path, what makes a tensor
+//! exclusive, and what is trusted:
+//!
+//! | the tensor comes from | access | because (what is trusted) |
+//! |---|---|---|
+//! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy this crate makes | exclusive | the tensor holds the only handle to its buffer (nothing trusted) |
+//! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller's promise (their `# Safety` sections) |
+//! | `unsafe` `from_raw_shared` | shared | the caller's promise that the header is valid |
+//! | a burn `FlexTensor` (feature `burn`) | exclusive when no other burn tensor shares its bytes (the `Arc` is unique), else shared and `READ_ONLY` | burn's reference count |
+//! | a tch tensor (`dlpack-tch`) | exclusive when the tensor was the only handle of its storage and the memory is torch's alone (its allocator made it, or `into_tch` handed it over without a copy), else shared | libtorch's reference counts, and its storage's allocator |
+//! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`, `TensorBatch`), a raw capsule, a producer's C exchange table, our table's "to object" entry | shared | the protocol: the header is valid and the memory holds the elements until the deleter runs; the producer keeps its own handle (the NumPy array, the torch tensor, an object exported twice) |
+//! | Python, a NumPy array read in place (no `__dlpack__` call: its own C struct, for the arrays NumPy's `__dlpack__` would export as they are) | shared, `READ_ONLY` when the array is not writeable | NumPy's C API: the struct describes the array's memory, which lives as long as the array (the tensor holds a reference to it) |
+//! | Python, a tensor its producer flagged `IS_COPIED` | exclusive | the producer's flag: the standard makes a copy the consumer's alone |
+//! | Python, `from_dlpack_with(.., ImportOptions::new().copy(true))` | exclusive when flagged `IS_COPIED` (NumPy, this crate), else shared (PyTorch's copies are not flagged) | the flag only: the request proves nothing, since a wrapper, or Python code that replaced a method, may ignore it |
+//! | Python, our table's allocator, handed back to "to object" | exclusive when the header still describes memory inside the allocation, else shared | the buffer was zeroed for that caller alone |
+//!
+//! - `as_array_mut` and `DLPackArray::view_mut` refuse a shared tensor
+//!   ([`Error::NotExclusive`]) as they refuse a `READ_ONLY` one ([`Error::ReadOnly`]).
+//!   Import a copy instead, or, if you know that nothing else uses the data, say so with
+//!   the `unsafe` [`ManagedTensor::assume_exclusive`].
+//! - `as_array` reads either kind: the protocol promises that the memory holds the
+//!   described elements until the deleter runs. Like every DLPack consumer (and like
+//!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
+//!   holds the original array from writing it while a Rust view lives; do not do that,
+//!   or import a copy. Nor can it survive what NumPy itself calls unsafe: replacing the
+//!   memory of an array that others view (`a.resize(..., refcheck=False)`), or views
+//!   made with `as_strided` that leave the buffer (a `__dlpack__` export trusts the
+//!   same struct).
+//! - Handing a tensor to a framework whose tensors are always writable (torch, through
+//!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
+//!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a
+//!   layout whose elements leave gaps (bytes that are someone else's) is copied element
+//!   by element on the way in.
+//! - Taking a tensor back without a copy (`Array::from_dlpack`, `DLPackArray::into_owned`,
+//!   [`ManagedTensor::into_owner`]) works only for headers this crate made, recognised
+//!   by a property no copy of a header has (`manager_ctx` holds the header's own address,
+//!   and the deleter is this crate's): their owner is the only holder of the buffer.
+//! - A `bool` view reads every byte of the tensor once, in time that follows the bytes
+//!   between its lowest and highest element, never its element count (a broadcast of
+//!   2^40 elements, or overlapping windows, cost their memory).
+//! - Anything a producer gets wrong, and anything too big to copy, is a typed [`Error`]
+//!   (an allocation that fails is [`Error::AllocationFailed`]), never a panic or an
+//!   abort, and the rejected tensor's deleter runs exactly once.
+//!
+//! Tracking borrows per buffer, as rust-numpy does between Rust extensions, would not
+//! be enough here: it sees Rust handles only, while the handle that shares a Python
+//! import's memory is the Python array itself. Refusing mutable views of shared
+//! imports, with a copy as the safe way to write, is the rule that holds for every
+//! producer.
+
+#[cfg(doc)]
+use crate::{Error, ManagedTensor};
