@@ -8,7 +8,7 @@ pub use std::string::String;
 
 pub use crate::batch::TensorBatch;
 pub use crate::error::Result;
-pub use crate::traits::{FromDLPack, LoadReport, Problems, ToDLPack, join_name};
+pub use crate::traits::{FromDLPack, LoadReport, Problems, Selection, ToDLPack, join_name};
 
 #[cfg(feature = "half")]
 pub use half;

@@ -117,7 +117,7 @@ pub use device::Device;
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result};
 pub use tensor::{ByteSpan, ManagedTensor, ReadOnlyLegacyError};
-pub use traits::{FromDLPack, LoadReport, ToDLPack};
+pub use traits::{Expected, FromDLPack, LoadReport, Selection, ToDLPack};
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
@@ -128,82 +128,9 @@ pub use bridge::ndarray::DLPackArray;
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
 
-/// Weights on disk (feature `safetensors`): a [`TensorBatch`] read from, mapped from and
-/// written to a safetensors file, the format every framework reads and writes. A
-/// `#[derive(ToDLPack, FromDLPack)]` model saves and loads by name, strictly, as with a
-/// PyTorch `state_dict`.
-///
-/// | method | what it does | cost |
-/// |---|---|---|
-/// | [`TensorBatch::read_safetensors`] | each tensor read straight into a buffer of its own, typed where Rust has the element type | one copy from the page cache; an owned ndarray field takes the buffer without another |
-/// | [`TensorBatch::map_safetensors`] (`unsafe`) | one private (copy-on-write) mapping, every tensor a view into it, exclusive and writable (writes never reach the file) | O(header); pages load when touched |
-/// | [`TensorBatch::write_safetensors`] | every CPU tensor, in any layout, written in C order, streamed from its own memory to a temporary file renamed into place | one pass over the data |
-///
-/// [`TensorBatch::metadata`] is the file's `__metadata__`, read and written. Every dtype
-/// safetensors 0.8 writes is carried bit for bit: `BOOL`, `U8`..`U64`, `I8`..`I64`,
-/// `F16`, `BF16`, `F32`, `F64`, `C64`, and float8 (`F8_E4M3` is DLPack's
-/// `kDLFloat8_e4m3fn`, `F8_E5M2` `kDLFloat8_e5m2`, the `FNUZ` and `E8M0` ones likewise),
-/// float6 and float4 (packed, as DLPack 1.1 describes sub-byte types). A tensor of a
-/// type Rust has no element for is still carried, written, and exported to Python (a
-/// view of it is a typed error naming the dtype).
-///
-/// A file is foreign input: a header length beyond the file or the format's limit, a
-/// header that is not UTF-8 JSON, a name given twice, an unknown dtype, offsets out of
-/// order, overlapping or leaving gaps, byte lengths that do not match the shape, element
-/// counts that overflow, a truncated data section, invalid `bool` bytes: each is an
-/// [`Error::InvalidFile`] naming the file and the tensor, never a panic or a read
-/// outside the file, and an I/O failure is an [`Error::Io`] with the path.
-///
-#[cfg_attr(
-    all(feature = "ndarray", feature = "derive", feature = "safetensors"),
-    doc = "```"
-)]
-#[cfg_attr(
-    not(all(feature = "ndarray", feature = "derive", feature = "safetensors")),
-    doc = "```ignore"
-)]
-/// use dlpack_core::{FromDLPack, TensorBatch, ToDLPack};
-/// use ndarray::{Array1, Array2};
-///
-/// #[derive(ToDLPack, FromDLPack)]
-/// struct Linear {
-///     weight: Array2<f32>,
-///     bias: Array1<f32>,
-/// }
-///
-/// # let folder = tempfile::tempdir().unwrap();
-/// # let path = folder.path().join("linear.safetensors");
-/// let layer = Linear { weight: Array2::eye(3), bias: Array1::zeros(3) };
-/// let mut batch = layer.to_dlpack()?;
-/// batch.metadata_mut().insert("format".into(), "pt".into());
-/// batch.write_safetensors(&path)?;
-///
-/// // Owned arrays: each field keeps the buffer its tensor was read into.
-/// let layer = Linear::from_dlpack(TensorBatch::read_safetensors(&path)?)?;
-/// assert_eq!(layer.weight, Array2::<f32>::eye(3));
-///
-/// // Mapped: O(header), pages load when touched; writes go to private pages.
-/// // SAFETY: nothing modifies or truncates the file while the layer lives.
-/// let batch = unsafe { TensorBatch::map_safetensors(&path) }?;
-/// assert_eq!(batch.metadata()["format"], "pt");
-/// let mut layer = Linear::from_dlpack(batch)?;
-/// layer.bias[0] = 1.0;
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// With the `pyo3` feature the batch is a Python `dict` of tensors that PyTorch, NumPy
-/// and JAX take without a copy: a mapped file gives PyTorch writable tensors over
-/// private pages, as `safetensors.torch.load_file` does.
-///
-/// ```ignore
-/// #[pyfunction]
-/// fn load(path: std::path::PathBuf) -> PyResult<TensorBatch> {
-///     Ok(TensorBatch::read_safetensors(path)?)
-/// }
-/// ```
 #[cfg(feature = "safetensors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
-pub mod safetensors {}
+pub use bridge::safetensors;
 
 /// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.

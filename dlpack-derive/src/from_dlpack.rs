@@ -106,6 +106,27 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
         }
     });
+    // What `from_dlpack_in` would take, over the names alone: a `with` module's field
+    // takes everything under its name (a module says no more than that).
+    let selects = exchanged.iter().map(|field| {
+        let prefix = field.prefix();
+        match field.with() {
+            Some(module) => quote_spanned! {module.span()=>
+                __selection.take_under(#prefix);
+            },
+            None => {
+                let ty = field.ty;
+                quote_spanned! {ty.span()=>
+                    <#ty as #private::FromDLPack>::select_in(#prefix, __selection);
+                }
+            }
+        }
+    });
+    let selection = if exchanged.is_empty() {
+        quote!(_: &mut #private::Selection<'_>)
+    } else {
+        quote!(__selection: &mut #private::Selection<'_>)
+    };
     let problems = if exchanged.is_empty() {
         quote!(let __problems = #private::Problems::new();)
     } else {
@@ -130,6 +151,10 @@ fn expand(input: &Input<'_>) -> TokenStream {
                 #unwrap
                 let _ = __problems;
                 #private::Ok(#value)
+            }
+
+            fn select_in(__prefix: &str, #selection) {
+                #(#selects)*
             }
 
             fn load_dlpack_in(

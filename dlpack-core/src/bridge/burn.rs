@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 use crate::layout::{self, Positions};
 use crate::tensor::{AlignedBytes, ManagedTensor};
-use crate::traits::{FromDLPack, ToDLPack, leaf_from, leaf_into};
+use crate::traits::{Expected, FromDLPack, Selection, ToDLPack, leaf_from, leaf_into};
 
 fn burn_error(message: String) -> Error {
     Error::Framework {
@@ -364,5 +364,9 @@ impl FromDLPack for FlexTensor {
 
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         leaf_from(prefix, batch)
+    }
+
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        selection.take(prefix, Expected::ANY);
     }
 }

@@ -7,4 +7,4 @@ pub(crate) mod dlpark;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
 #[cfg(feature = "safetensors")]
-mod safetensors;
+pub mod safetensors;

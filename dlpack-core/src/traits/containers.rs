@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
 use super::load::{LoadReport, Problems};
+use super::select::{Expected, Selection};
 use super::{FromDLPack, ToDLPack, batch_of, join_name, leaf_from, strict_from};
 
 impl ToDLPack for ManagedTensor {
@@ -35,6 +36,9 @@ impl FromDLPack for ManagedTensor {
     }
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         leaf_from(prefix, batch)
+    }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        selection.take(prefix, Expected::ANY);
     }
 }
 
@@ -103,6 +107,11 @@ impl<T: FromDLPack> FromDLPack for Option<T> {
             Ok(None)
         }
     }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        if selection.contains_prefix(prefix) {
+            T::select_in(prefix, selection);
+        }
+    }
     /// `Some` loads in place; `None` becomes `Some` when the batch has tensors for it.
     /// Nothing is missing either way: the value is optional.
     fn load_dlpack_in(
@@ -157,6 +166,16 @@ impl<T: FromDLPack> FromDLPack for Vec<T> {
         }
         problems.finish()?;
         Ok(items)
+    }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        let mut index = IndexFormatter::default();
+        for i in 0.. {
+            let name = join_name(prefix, index.format(i));
+            if !selection.contains_prefix(&name) {
+                break;
+            }
+            T::select_in(&name, selection);
+        }
     }
     /// Loads every existing item in place; tensors of further items are left in the
     /// batch (unexpected).
@@ -242,6 +261,11 @@ impl<T: FromDLPack> FromDLPack for BTreeMap<String, T> {
         problems.finish()?;
         Ok(map)
     }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        for key in selection.keys_under(prefix) {
+            T::select_in(&join_name(prefix, &key), selection);
+        }
+    }
     /// Loads every existing entry in place; tensors of other keys are left in the batch
     /// (unexpected).
     fn load_dlpack_in(
@@ -288,6 +312,9 @@ impl<T: FromDLPack, S: BuildHasher + Default> FromDLPack for HashMap<String, T, 
         let sorted = BTreeMap::<String, T>::from_dlpack_in(prefix, batch)?;
         Ok(sorted.into_iter().collect())
     }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        BTreeMap::<String, T>::select_in(prefix, selection);
+    }
     fn load_dlpack_in(
         &mut self,
         prefix: &str,
@@ -315,6 +342,9 @@ impl<T: FromDLPack> FromDLPack for Box<T> {
     }
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
         T::from_dlpack_in(prefix, batch).map(Box::new)
+    }
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        T::select_in(prefix, selection);
     }
     fn load_dlpack_in(
         &mut self,

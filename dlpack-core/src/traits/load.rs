@@ -72,7 +72,7 @@ impl Problems {
 
 /// One [`Error::StateDict`] from the errors of several fields or items (flattening the
 /// ones they reported themselves) and the names nobody took.
-fn merge(errors: Vec<Error>, unexpected: Vec<String>) -> Error {
+pub(crate) fn merge(errors: Vec<Error>, unexpected: Vec<String>) -> Error {
     let mut missing = Vec::new();
     let mut unexpected_all = Vec::new();
     let mut failed = Vec::new();

@@ -3,10 +3,12 @@
 //!
 //! - `containers`: the impls for tensors, batches, `Option`, `Vec`, maps and `Box`;
 //! - `load`: strict imports and in-place loads that report every problem at once, as
-//!   PyTorch's `load_state_dict` does.
+//!   PyTorch's `load_state_dict` does;
+//! - `select`: what a value takes from a source of named tensors, over the names alone.
 
 mod containers;
 mod load;
+mod select;
 
 use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
@@ -14,7 +16,8 @@ use crate::tensor::ManagedTensor;
 
 pub use load::LoadReport;
 pub use load::Problems;
-pub(crate) use load::strict_from;
+pub(crate) use load::{merge, strict_from};
+pub use select::{Expected, Selection};
 
 /// Export to DLPack.
 ///
@@ -72,6 +75,21 @@ pub trait FromDLPack: Sized {
     /// Takes this value's tensors out of `batch` from under `prefix` (see
     /// [`ToDLPack::to_dlpack_into`]), leaving other tensors in place.
     fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self>;
+
+    /// Adds to `selection` the names of the tensors that
+    /// [`from_dlpack_in`](Self::from_dlpack_in) would take from under `prefix`, out of a
+    /// batch holding the names the selection is made over, and what it expects of each
+    /// (dtype and rank, where the type fixes them). Nothing is read: a sharded
+    /// checkpoint reads only what this selects (`Checkpoint::load`, feature
+    /// `safetensors`).
+    ///
+    /// The default takes every tensor named `prefix` or `prefix.*`, which is never
+    /// less than a value takes; the derive, the containers of this crate and its
+    /// arrays say exactly what they take. Override it in an implementation of your own
+    /// when the value takes less, the same way `from_dlpack_in` walks the batch.
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        selection.take_under(prefix);
+    }
 
     /// Loads this value's tensors from under `prefix` into `self`, taking them out of
     /// `batch`: in place where the type allows it (an `Array` keeps its buffer, so its

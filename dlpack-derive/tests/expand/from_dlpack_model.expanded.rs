@@ -75,6 +75,31 @@ const _: () = {
                 steps: <Counter<T> as _dlpack::__private::Default>::default(),
             })
         }
+        fn select_in(
+            __prefix: &str,
+            __selection: &mut _dlpack::__private::Selection<'_>,
+        ) {
+            <Array<
+                T,
+                D,
+            > as _dlpack::__private::FromDLPack>::select_in(
+                &_dlpack::__private::join_name(__prefix, "weight"),
+                __selection,
+            );
+            <Option<
+                Array1<T>,
+            > as _dlpack::__private::FromDLPack>::select_in(
+                &_dlpack::__private::join_name(__prefix, "b"),
+                __selection,
+            );
+            <Head as _dlpack::__private::FromDLPack>::select_in(__prefix, __selection);
+            <Vec<
+                Layer<T>,
+            > as _dlpack::__private::FromDLPack>::select_in(
+                &_dlpack::__private::join_name(__prefix, "layers"),
+                __selection,
+            );
+        }
         fn load_dlpack_in(
             &mut self,
             __prefix: &str,

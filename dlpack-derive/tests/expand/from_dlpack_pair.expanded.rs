@@ -38,6 +38,17 @@ const _: () = {
                 ),
             )
         }
+        fn select_in(
+            __prefix: &str,
+            __selection: &mut _dlpack::__private::Selection<'_>,
+        ) {
+            <Array1<
+                T,
+            > as _dlpack::__private::FromDLPack>::select_in(
+                &_dlpack::__private::join_name(__prefix, "0"),
+                __selection,
+            );
+        }
         fn load_dlpack_in(
             &mut self,
             __prefix: &str,

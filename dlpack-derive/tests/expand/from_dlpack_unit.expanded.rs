@@ -18,6 +18,7 @@ const _: () = {
             let _ = __problems;
             _dlpack::__private::Ok(Self)
         }
+        fn select_in(__prefix: &str, _: &mut _dlpack::__private::Selection<'_>) {}
         fn load_dlpack_in(
             &mut self,
             __prefix: &str,

@@ -17,7 +17,9 @@ use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::tensor::{Desc, ManagedTensor, build};
-use crate::traits::{FromDLPack, LoadReport, ToDLPack, leaf_from, leaf_into, leaf_load};
+use crate::traits::{
+    Expected, FromDLPack, LoadReport, Selection, ToDLPack, leaf_from, leaf_into, leaf_load,
+};
 
 use super::owned::DLPackArray;
 
@@ -290,6 +292,11 @@ macro_rules! from_one_tensor {
             }
             fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
                 leaf_from(prefix, batch)
+            }
+            /// The tensor named by the prefix, of the element type and (for a fixed
+            /// dimension) the rank of the array.
+            fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+                selection.take(prefix, Expected::new(Some(A::DTYPE), D::NDIM));
             }
             $(
                 /// Fills the existing array in place (the same buffer): the tensor must

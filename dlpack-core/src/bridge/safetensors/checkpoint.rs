@@ -1,0 +1,665 @@
+//! [`Checkpoint`]: a checkpoint as it is published, one safetensors file or a folder of
+//! shards with their index, opened by reading headers only, and loaded into a value by
+//! reading only the tensors the value takes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::fs::File;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use crate::batch::TensorBatch;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::tensor::ManagedTensor;
+use crate::traits::{FromDLPack, LoadReport, Selection, merge};
+
+use super::convert;
+use super::file::{big_endian, map_file, open, read_header};
+use super::header::{Header, MAX_HEADER, invalid};
+use super::index::{self, INDEX_NAME, SINGLE_NAME};
+use super::read::{self, Plan, Source};
+
+/// A checkpoint as it is published: one safetensors file, or a folder of shards whose
+/// index (`model.safetensors.index.json`) says which shard holds each tensor.
+///
+/// [`open`](Self::open) reads the index and every shard's header, nothing else. The
+/// index is the allowlist: the checkpoint holds exactly the tensors its `weight_map`
+/// lists, each read from the shard the index names for it, never from another shard
+/// that happens to hold a tensor of that name, and a shard's unlisted tensors are never
+/// read. A shard name that is not a plain file name inside the index's folder is an
+/// error before any file is opened.
+///
+/// Loading reads only what is asked for, straight into the buffers that the values
+/// keep, with several threads:
+///
+/// | method | what it gives | reads |
+/// |---|---|---|
+/// | [`load`](Self::load), [`load_with`](Self::load_with) | a value of a type that implements [`FromDLPack`] (a `#[derive(FromDLPack)]` struct), strictly, as `T::from_dlpack` | only the tensors the type takes |
+/// | [`load_lenient`](Self::load_lenient), [`load_lenient_with`](Self::load_lenient_with) | the value, and the checkpoint's tensors it does not take | the same |
+/// | [`read_where`](Self::read_where), [`read_where_with`](Self::read_where_with) | a [`TensorBatch`] of the tensors a filter accepts | those tensors |
+/// | [`map`](Self::map) (`unsafe`) | a [`TensorBatch`] over copy-on-write mappings of the shards | headers only, pages when touched |
+///
+/// Floats are converted only when asked ([`LoadOptions::convert_floats`]).
+pub struct Checkpoint {
+    /// What was opened: the index, or the one file.
+    path: PathBuf,
+    shards: Vec<Shard>,
+    /// Every tensor, in the index's order (the file's for a single file).
+    tensors: Vec<Stored>,
+    /// The tensors' names, for selections, and where each is in `tensors`.
+    names: BTreeSet<String>,
+    by_name: HashMap<String, usize>,
+    /// The shards' `__metadata__`, merged, and the index's `metadata`.
+    metadata: BTreeMap<String, String>,
+    index_metadata: BTreeMap<String, String>,
+}
+
+/// One file of a checkpoint: its path, its open file, its checked header.
+struct Shard {
+    path: PathBuf,
+    file: File,
+    header: Header,
+}
+
+/// Where a tensor of the checkpoint is: its shard, its entry in the shard's header.
+struct Stored {
+    name: String,
+    shard: usize,
+    entry: usize,
+}
+
+/// One tensor of a [`Checkpoint`], as its shard's header describes it (nothing read).
+#[derive(Clone, Copy)]
+pub struct StoredTensor<'a> {
+    name: &'a str,
+    shard: &'a Shard,
+    entry: usize,
+}
+
+impl<'a> StoredTensor<'a> {
+    /// Its name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// Its element type in the file.
+    pub fn dtype(&self) -> DataType {
+        self.shard.header.entries[self.entry].dtype
+    }
+
+    /// Its extents.
+    pub fn shape(&self) -> &'a [usize] {
+        &self.shard.header.entries[self.entry].shape
+    }
+
+    /// The file that holds it.
+    pub fn shard(&self) -> &'a Path {
+        &self.shard.path
+    }
+
+    /// Its size in the file, in bytes.
+    pub fn byte_len(&self) -> usize {
+        let entry = &self.shard.header.entries[self.entry];
+        entry.end - entry.begin
+    }
+}
+
+impl fmt::Debug for StoredTensor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredTensor")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype())
+            .field("shape", &self.shape())
+            .field("shard", &self.shard())
+            .finish()
+    }
+}
+
+/// How a [`Checkpoint`] loads: float conversion, and the number of threads.
+///
+/// ```
+/// use dlpack_core::DataType;
+/// use dlpack_core::safetensors::LoadOptions;
+///
+/// // bfloat16, float16 and float64 tensors become float32 while they are read.
+/// let options = LoadOptions::new().convert_floats(DataType::F32).threads(4);
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    convert: Option<DataType>,
+    threads: Option<NonZeroUsize>,
+}
+
+impl LoadOptions {
+    /// No conversion; as many threads as the machine runs at once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Converts every `bfloat16`, `float16`, `float32` and `float64` tensor to `dtype`
+    /// (one of those four) while reading it, as PyTorch's `Tensor.to(dtype)` converts:
+    /// widening is exact, narrowing rounds to nearest, ties to even (a `float64`
+    /// through `float32`, as PyTorch's element types convert), a NaN stays a NaN.
+    /// Other tensors are read as they are. Without this, a tensor is read in its own
+    /// dtype, and a field of another dtype is an error naming the tensor.
+    ///
+    /// A load that converts reads each tensor through a staging buffer of at most
+    /// 1 MiB per thread (and 64 KiB for the conversion); one that does not, reads
+    /// straight into the output.
+    #[must_use]
+    pub fn convert_floats(mut self, dtype: DataType) -> Self {
+        self.convert = Some(dtype);
+        self
+    }
+
+    /// Reads with at most `threads` threads (the calling one among them; 0 counts as
+    /// 1). The default is the machine's parallelism
+    /// ([`std::thread::available_parallelism`]); a small read starts fewer.
+    #[must_use]
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(NonZeroUsize::new(threads).unwrap_or(NonZeroUsize::MIN));
+        self
+    }
+
+    /// The reading plan; an error for a conversion to a type that is not a float.
+    fn plan(&self) -> Result<Plan> {
+        if let Some(dtype) = self.convert
+            && !convert::is_float(dtype)
+        {
+            return Err(Error::UnsupportedDtype { dtype });
+        }
+        let threads = self
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+        Ok(Plan {
+            threads,
+            convert: self.convert,
+        })
+    }
+}
+
+impl Checkpoint {
+    /// Opens a checkpoint: `path` is a safetensors file, an index
+    /// (`*.safetensors.index.json`, its shards beside it), or a folder holding
+    /// `model.safetensors.index.json` (preferred) or `model.safetensors`, as Hugging
+    /// Face's `save_pretrained` writes them. Reads the index and every shard's header;
+    /// no tensor is read, and the files stay open until the checkpoint is dropped.
+    ///
+    /// # Errors
+    ///
+    /// Each names the file and, where there is one, the tensor; no file outside the
+    /// index's folder is opened.
+    /// - [`Error::Io`] when a file cannot be opened or read: the path, the index, a
+    ///   shard (in an [`Error::Tensor`] naming a tensor the index places there), or a
+    ///   folder with neither file (`NotFound`).
+    /// - [`Error::InvalidFile`] about the index: not UTF-8 JSON, no `weight_map`, a
+    ///   tensor listed twice, a shard that is not a string or not a plain file name in
+    ///   the folder (a separator, `.` or `..`, an absolute path), a `metadata` that is
+    ///   not an object; a tensor the index lists that its shard does not hold.
+    /// - [`Error::InvalidFile`] about a shard: everything
+    ///   [`TensorBatch::read_safetensors`] refuses in a header, a truncated data
+    ///   section included.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+        if meta.is_dir() {
+            let index = path.join(INDEX_NAME);
+            if index.is_file() {
+                return Self::open_index(&index);
+            }
+            let single = path.join(SINGLE_NAME);
+            if single.is_file() {
+                return Self::open_file(&single);
+            }
+            let err = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the folder holds neither {INDEX_NAME} nor {SINGLE_NAME}"),
+            );
+            return Err(Error::io(path, &err));
+        }
+        if path.extension().is_some_and(|e| e == "json") {
+            Self::open_index(path)
+        } else {
+            Self::open_file(path)
+        }
+    }
+
+    /// A checkpoint of one safetensors file: all its tensors, in its header's order.
+    pub(super) fn open_file(path: &Path) -> Result<Self> {
+        let (file, len) = open(path)?;
+        let header = read_header(path, &file, len)?;
+        let metadata = header.metadata.clone();
+        let tensors: Vec<Stored> = (0..header.entries.len())
+            .map(|entry| Stored {
+                name: header.entries[entry].name.clone(),
+                shard: 0,
+                entry,
+            })
+            .collect();
+        let shard = Shard {
+            path: path.to_owned(),
+            file,
+            header,
+        };
+        Ok(Self::new(
+            path,
+            vec![shard],
+            tensors,
+            metadata,
+            BTreeMap::new(),
+        ))
+    }
+
+    /// A checkpoint of the shards an index lists.
+    fn open_index(path: &Path) -> Result<Self> {
+        let (mut file, len) = open(path)?;
+        if len > MAX_HEADER as u64 {
+            return Err(invalid(
+                path,
+                None,
+                format!("the index has {len} bytes, above the limit of {MAX_HEADER}"),
+            ));
+        }
+        let mut json = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut json).map_err(|e| Error::io(path, &e))?;
+        let index = index::parse(path, &json)?;
+        let folder = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        // Each shard opened once, in the order the index first names it.
+        let mut shards: Vec<Shard> = Vec::new();
+        let mut shard_of: HashMap<&str, usize> = HashMap::new();
+        for (name, file_name) in &index.weight_map {
+            if shard_of.contains_key(file_name.as_str()) {
+                continue;
+            }
+            let shard_path = folder.join(file_name);
+            let (file, len) = open(&shard_path).map_err(|e| e.in_tensor(name))?;
+            let header = read_header(&shard_path, &file, len).map_err(|e| e.in_tensor(name))?;
+            shard_of.insert(file_name, shards.len());
+            shards.push(Shard {
+                path: shard_path,
+                file,
+                header,
+            });
+        }
+        // Each tensor in the shard the index names, by name.
+        let entries: Vec<HashMap<&str, usize>> = shards
+            .iter()
+            .map(|shard| {
+                let entries = shard.header.entries.iter().enumerate();
+                entries.map(|(i, e)| (e.name.as_str(), i)).collect()
+            })
+            .collect();
+        let mut tensors = Vec::with_capacity(index.weight_map.len());
+        for (name, file_name) in &index.weight_map {
+            let shard = shard_of[file_name.as_str()];
+            let Some(&entry) = entries[shard].get(name.as_str()) else {
+                return Err(invalid(
+                    path,
+                    Some(name),
+                    format!("the index places it in `{file_name}`, which does not hold it"),
+                ));
+            };
+            tensors.push(Stored {
+                name: name.clone(),
+                shard,
+                entry,
+            });
+        }
+        drop(entries);
+        // The shards' `__metadata__`, the first shard's value where two differ.
+        let mut metadata = BTreeMap::new();
+        for shard in &shards {
+            for (key, value) in &shard.header.metadata {
+                metadata.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        Ok(Self::new(path, shards, tensors, metadata, index.metadata))
+    }
+
+    fn new(
+        path: &Path,
+        shards: Vec<Shard>,
+        tensors: Vec<Stored>,
+        metadata: BTreeMap<String, String>,
+        index_metadata: BTreeMap<String, String>,
+    ) -> Self {
+        let names = tensors.iter().map(|t| t.name.clone()).collect();
+        let by_name = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Self {
+            path: path.to_owned(),
+            shards,
+            tensors,
+            names,
+            by_name,
+            metadata,
+            index_metadata,
+        }
+    }
+
+    /// What was opened: the index, or the one safetensors file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The number of tensors.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether the checkpoint holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    /// The tensors' names, in the index's order (the file's for a single file).
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.tensors.iter().map(|t| t.name.as_str())
+    }
+
+    /// The tensor named `name`, as its shard's header describes it.
+    pub fn tensor(&self, name: &str) -> Option<StoredTensor<'_>> {
+        self.by_name.get(name).map(|&i| self.stored(i))
+    }
+
+    /// The files the tensors are in, in the order the index first names them.
+    pub fn shards(&self) -> impl ExactSizeIterator<Item = &Path> + '_ {
+        self.shards.iter().map(|s| s.path.as_path())
+    }
+
+    /// The shards' `__metadata__`, merged (where two shards give a key different
+    /// values, the first shard's): what [`read_where`](Self::read_where) and
+    /// [`map`](Self::map) give as the batch's metadata, and what
+    /// [`TensorBatch::write_checkpoint`] writes into every shard.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// The index's `metadata` (`total_size`, and what else the writer put there),
+    /// strings as they are and other values as JSON text; empty for a single file.
+    pub fn index_metadata(&self) -> &BTreeMap<String, String> {
+        &self.index_metadata
+    }
+
+    fn stored(&self, i: usize) -> StoredTensor<'_> {
+        let stored = &self.tensors[i];
+        StoredTensor {
+            name: &stored.name,
+            shard: &self.shards[stored.shard],
+            entry: stored.entry,
+        }
+    }
+
+    /// Loads a `T`, reading only the tensors it takes, strictly as
+    /// [`T::from_dlpack`](FromDLPack::from_dlpack) imports a batch: every missing
+    /// tensor, every tensor of the checkpoint that `T` does not take, and every tensor
+    /// of another dtype or rank than its field's is an error, all reported at once in
+    /// one [`Error::StateDict`], before a byte of data is read where the headers tell
+    /// (the names, dtypes and ranks; shapes are checked by the value itself, as
+    /// `from_dlpack` checks them). Each tensor is read straight into the buffer its
+    /// field keeps. See [`load_lenient`](Self::load_lenient) for a value that takes a
+    /// part of a checkpoint.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StateDict`] as above; [`Error::Io`] (in an [`Error::Tensor`]) when a
+    /// read fails; [`Error::AllocationFailed`]; [`Error::InvalidFile`] for a `bool`
+    /// byte other than 0 or 1.
+    pub fn load<T>(&self) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_with(&LoadOptions::new())
+    }
+
+    /// [`load`](Self::load), with float conversion or a number of threads.
+    pub fn load_with<T>(&self, options: &LoadOptions) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_as(options, false).map(|(value, _)| value)
+    }
+
+    /// Loads a `T` that takes a part of the checkpoint (one layer of a model, say),
+    /// reading only the tensors it takes: the tensors it does not take are listed in
+    /// the report's `unexpected`, in the index's order, and never read. A tensor `T`
+    /// needs and the checkpoint lacks is still an error (a fresh value needs every
+    /// field), and so is a dtype or rank that does not fit, as in [`load`](Self::load).
+    pub fn load_lenient<T>(&self) -> Result<(T, LoadReport)>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_lenient_with(&LoadOptions::new())
+    }
+
+    /// [`load_lenient`](Self::load_lenient), with float conversion or a number of
+    /// threads.
+    pub fn load_lenient_with<T>(&self, options: &LoadOptions) -> Result<(T, LoadReport)>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_as(options, true)
+    }
+
+    fn load_as<T: FromDLPack>(
+        &self,
+        options: &LoadOptions,
+        lenient: bool,
+    ) -> Result<(T, LoadReport)> {
+        let plan = options.plan()?;
+        let mut selection = Selection::new(&self.names);
+        T::select_in("", &mut selection);
+        // What the headers tell, before anything is read.
+        let mut unexpected: Vec<String> = self
+            .names()
+            .filter(|name| !selection.is_taken(name))
+            .map(str::to_owned)
+            .collect();
+        let mut errors: Vec<Error> = selection
+            .missing()
+            .iter()
+            .map(|name| Error::MissingTensor { name: name.clone() })
+            .collect();
+        for (name, expected) in selection.taken() {
+            let stored = self.tensor(name).map(|t| (t.dtype(), t.shape().len()));
+            let Some((dtype, ndim)) = stored else {
+                continue;
+            };
+            let dtype = plan.dtype_of(dtype);
+            if let Some(want) = expected.dtype
+                && want != dtype
+            {
+                let err = Error::DtypeMismatch {
+                    expected: want,
+                    found: dtype,
+                };
+                errors.push(err.in_tensor(name));
+            } else if let Some(want) = expected.ndim
+                && want != ndim
+            {
+                let err = Error::NdimMismatch {
+                    expected: want,
+                    found: ndim,
+                };
+                errors.push(err.in_tensor(name));
+            }
+        }
+        if !errors.is_empty() || (!lenient && !unexpected.is_empty()) {
+            let unexpected = if lenient { Vec::new() } else { unexpected };
+            return Err(merge(errors, unexpected));
+        }
+        let taken: Vec<usize> = selection
+            .taken()
+            .iter()
+            .filter_map(|(name, _)| self.by_name.get(name).copied())
+            .collect();
+        let mut batch = self.read(&taken, plan)?;
+        let value = T::from_dlpack_in("", &mut batch);
+        // A type that takes everything under a name may leave some of it.
+        let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
+        match value {
+            Ok(value) if leftovers.is_empty() || lenient => {
+                unexpected.extend(leftovers);
+                Ok((
+                    value,
+                    LoadReport {
+                        missing: Vec::new(),
+                        unexpected,
+                    },
+                ))
+            }
+            Ok(_) => Err(merge(Vec::new(), leftovers)),
+            Err(err) => Err(merge(
+                vec![err],
+                if lenient { Vec::new() } else { leftovers },
+            )),
+        }
+    }
+
+    /// Reads the tensors whose names `filter` accepts, each into a buffer of its own
+    /// (typed where Rust has the element type, exclusive and writable), in the index's
+    /// order; the batch's [`metadata`](TensorBatch::metadata) is the shards'
+    /// ([`metadata`](Self::metadata)). Errors as [`load`](Self::load) for the reads.
+    pub fn read_where(&self, filter: impl FnMut(&str) -> bool) -> Result<TensorBatch> {
+        self.read_where_with(filter, &LoadOptions::new())
+    }
+
+    /// [`read_where`](Self::read_where), with float conversion or a number of threads.
+    pub fn read_where_with(
+        &self,
+        mut filter: impl FnMut(&str) -> bool,
+        options: &LoadOptions,
+    ) -> Result<TensorBatch> {
+        let plan = options.plan()?;
+        let taken: Vec<usize> = (0..self.tensors.len())
+            .filter(|&i| filter(&self.tensors[i].name))
+            .collect();
+        self.read(&taken, plan)
+    }
+
+    /// Reads the tensors at `taken` (indices into `tensors`), in that order.
+    fn read(&self, taken: &[usize], plan: Plan) -> Result<TensorBatch> {
+        let mut sources = Vec::with_capacity(taken.len());
+        for &i in taken {
+            let stored = &self.tensors[i];
+            let shard = &self.shards[stored.shard];
+            let entry = &shard.header.entries[stored.entry];
+            if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
+                return Err(big_endian(&shard.path, &entry.name));
+            }
+            sources.push(Source {
+                name: &stored.name,
+                file: &shard.file,
+                path: &shard.path,
+                offset: (shard.header.data_start + entry.begin) as u64,
+                dtype: entry.dtype,
+                shape: &entry.shape,
+                len: entry.end - entry.begin,
+            });
+        }
+        let tensors = read::read(&sources, plan)?;
+        self.batch(
+            taken
+                .iter()
+                .map(|&i| self.tensors[i].name.as_str())
+                .zip(tensors),
+        )
+    }
+
+    /// A batch of named tensors, with the shards' metadata.
+    fn batch<'s>(
+        &self,
+        tensors: impl Iterator<Item = (&'s str, ManagedTensor)>,
+    ) -> Result<TensorBatch> {
+        let mut batch = TensorBatch::with_capacity(tensors.size_hint().0);
+        for (name, tensor) in tensors {
+            // Names are unique (the index's and the headers' checks); a batch refuses
+            // the empty one, which a file may hold.
+            batch
+                .insert(name, tensor)
+                .map_err(|e| invalid(&self.path, Some(name), e.to_string()))?;
+        }
+        *batch.metadata_mut() = self.metadata.clone();
+        Ok(batch)
+    }
+
+    /// Maps every shard into memory, as
+    /// [`TensorBatch::map_safetensors`] maps a file: O(headers), pages read from the
+    /// files when first touched, every tensor the index lists a view into a private
+    /// (copy-on-write) mapping of its shard, exclusive and writable (writes never
+    /// reach the files), in the index's order. A misaligned tensor gets one aligned
+    /// copy, flagged `IS_COPIED`; `bool` tensors are read once, to check their bytes.
+    /// Each shard's header is read again from its mapping, which is what the tensors
+    /// are made from.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open) for the headers read again (a shard changed since),
+    /// and [`Error::Io`] when a shard cannot be mapped.
+    ///
+    /// # Safety
+    ///
+    /// As for [`TensorBatch::map_safetensors`], for every shard: no shard is modified
+    /// or truncated while a tensor of the batch, or anything made from one without a
+    /// copy, lives.
+    pub unsafe fn map(&self) -> Result<TensorBatch> {
+        let mut mapped: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
+        for (s, shard) in self.shards.iter().enumerate() {
+            let listed: HashMap<&str, usize> = self
+                .tensors
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.shard == s)
+                .map(|(i, t)| (t.name.as_str(), i))
+                .collect();
+            // SAFETY: the caller's contract is `map_safetensors`' for every shard.
+            let (header, tensors) = unsafe {
+                map_file(&shard.path, &shard.file, |e| {
+                    listed.contains_key(e.name.as_str())
+                })
+            }?;
+            let mut found = HashSet::new();
+            for (entry, tensor) in header.entries.iter().zip(tensors) {
+                if let (Some(tensor), Some(&i)) = (tensor, listed.get(entry.name.as_str())) {
+                    found.insert(i);
+                    mapped[i] = Some(tensor);
+                }
+            }
+            if let Some((name, _)) = listed.iter().find(|(_, i)| !found.contains(*i)) {
+                return Err(invalid(
+                    &self.path,
+                    Some(name),
+                    format!(
+                        "the index places it in `{}`, which no longer holds it",
+                        shard.path.display()
+                    ),
+                ));
+            }
+        }
+        self.batch(
+            self.tensors
+                .iter()
+                .zip(mapped)
+                .filter_map(|(t, tensor)| Some((t.name.as_str(), tensor?))),
+        )
+    }
+}
+
+impl fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("path", &self.path)
+            .field("tensors", &self.tensors.len())
+            .field("shards", &self.shards.len())
+            .field("metadata", &self.metadata)
+            .finish()
+    }
+}

@@ -1,0 +1,253 @@
+//! One safetensors file: read ([`TensorBatch::read_safetensors`]) or mapped
+//! ([`TensorBatch::map_safetensors`]), and what a checkpoint's shards share with them
+//! (opening a file, reading its header, mapping it).
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::{MmapMut, MmapOptions};
+
+use crate::batch::TensorBatch;
+use crate::device::Device;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
+use crate::tensor::ManagedTensor;
+
+use super::Checkpoint;
+use super::header::{self, Entry, Header, LENGTH_BYTES, header_length, invalid};
+use super::read::{Made, buffer, element_count, not_a_bool};
+
+impl TensorBatch {
+    /// Reads a safetensors file: each tensor straight from the file into a buffer of its
+    /// own (no buffer of the whole file, no second copy; large files by several
+    /// threads, as [`Checkpoint`] reads), typed where Rust has the element type, so that an owned ndarray field of a `#[derive(FromDLPack)]` struct
+    /// takes the buffer without a copy (`Model::from_dlpack(batch)`). Tensors are
+    /// exclusive and writable; `__metadata__` becomes [`metadata`](Self::metadata).
+    ///
+    /// Every dtype safetensors 0.8 writes is read: `BOOL`, `U8`..`U64`, `I8`..`I64`,
+    /// `F16`, `BF16`, `F32`, `F64`, `C64`, and the low-precision ones (float8, float6
+    /// and float4, with DLPack's type codes, bytes packed as the file stores them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the file cannot be opened or read (a missing file, a folder),
+    /// [`Error::InvalidFile`] naming the file (and the tensor) for anything the file
+    /// gets wrong: a header length beyond the file or the format's limit, a header that
+    /// is not UTF-8 JSON, a name given twice, an unknown dtype, offsets out of order,
+    /// overlapping or leaving gaps, a byte length that does not match the shape, an
+    /// element count that overflows, a truncated or overlong data section, a `bool`
+    /// byte other than 0 or 1. [`Error::AllocationFailed`] when a tensor does not fit
+    /// in memory. No tensor leaks on any error.
+    pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Self> {
+        Checkpoint::open_file(path.as_ref())?.read_where(|_| true)
+    }
+
+    /// Maps a safetensors file into memory: O(header) time, pages read from the file
+    /// when first touched, every tensor a view into one private (copy-on-write)
+    /// mapping that the last tensor alive keeps open. No swap is reserved for the
+    /// private pages, so a file larger than memory maps (a page is found when it is
+    /// first written, as for any memory under the system's overcommit).
+    ///
+    /// Tensors are exclusive and writable: writes go to private pages, never to the
+    /// file, so PyTorch, tch-rs and burn take them without a copy (as
+    /// `safetensors.torch.load_file` gives writable tensors). A tensor whose offset in
+    /// the file breaks its dtype's alignment (files from other writers can have that)
+    /// gets one aligned copy, flagged `IS_COPIED`, never a misaligned view. `bool`
+    /// tensors are read once, to check every byte is 0 or 1. Errors as
+    /// [`read_safetensors`](Self::read_safetensors).
+    ///
+    /// # Safety
+    ///
+    /// - the file is not modified or truncated (by this process or another) while a
+    ///   tensor of the batch, or anything made from one without a copy, lives: the
+    ///   pages of a private mapping that were not yet written show the file as it is
+    ///   now, and a truncated file makes the kernel kill the process (`SIGBUS`) when a
+    ///   page past its end is touched. The same contract as memmap2's `Mmap::map`.
+    pub unsafe fn map_safetensors(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let (file, _) = open(path)?;
+        // SAFETY: the caller's contract is this function's.
+        let (header, tensors) = unsafe { map_file(path, &file, |_| true) }?;
+        assemble(header, tensors)
+    }
+}
+
+/// Opens `path` for reading: its file and length. A folder is an
+/// [`Error::Io`] of kind `IsADirectory` (opening one succeeds on some systems).
+pub(super) fn open(path: &Path) -> Result<(File, u64)> {
+    let file = File::open(path).map_err(|e| Error::io(path, &e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
+    if meta.is_dir() {
+        let err = std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory");
+        return Err(Error::io(path, &err));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads and checks the header of `file` (of `file_len` bytes), from its start.
+pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<Header> {
+    let mut file = file;
+    let mut first = [0u8; LENGTH_BYTES];
+    let got = usize::try_from(file_len).map_or(LENGTH_BYTES, |len| len.min(LENGTH_BYTES));
+    file.read_exact(&mut first[..got])
+        .map_err(|e| Error::io(path, &e))?;
+    let n = header_length(path, &first[..got], file_len)?;
+    let mut json = Vec::new();
+    json.try_reserve_exact(n)
+        .map_err(|_| Error::AllocationFailed { bytes: n })?;
+    json.resize(n, 0);
+    file.read_exact(&mut json)
+        .map_err(|e| Error::io(path, &e))?;
+    header::parse(path, &json, file_len)
+}
+
+/// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
+/// never read or written through after they are made: each tensor reaches its own
+/// bytes through its own pointer.
+struct Mapping(#[allow(dead_code)] MmapMut);
+
+/// The alignment a mapped tensor's data gets: its element size (what consumers such as
+/// PyTorch assume, a complex number's whole size included), 1 below a byte.
+fn alignment(dtype: DataType) -> usize {
+    let bits = usize::from(dtype.bits()) * usize::from(dtype.lanes());
+    if bits % 8 != 0 {
+        return 1;
+    }
+    // The largest power of two dividing the size, at most 16.
+    1 << (bits / 8).trailing_zeros().min(4)
+}
+
+/// Maps `file` (at `path`) privately and makes a tensor over the mapping for each entry
+/// of its header that `keep` accepts (`None` for the others), in the header's order:
+/// O(header), pages read from the file when first touched. The header is parsed from
+/// the mapping itself. See [`TensorBatch::map_safetensors`] for the tensors made.
+///
+/// # Safety
+///
+/// As for [`TensorBatch::map_safetensors`].
+pub(super) unsafe fn map_file(
+    path: &Path,
+    file: &File,
+    mut keep: impl FnMut(&Entry) -> bool,
+) -> Result<(Header, Vec<Option<ManagedTensor>>)> {
+    let file_len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    if file_len < LENGTH_BYTES as u64 {
+        // Too short for the header's length: an error (and nothing to map).
+        header_length(path, &[], file_len)?;
+    }
+    // SAFETY:
+    // - a private, writable mapping of the whole file: writes go to private pages;
+    //   no swap is reserved for them up front (so that a file larger than memory
+    //   maps), and a page is found when it is first written, as for any memory
+    //   under overcommit;
+    // - the caller guarantees that the file is neither modified nor truncated while
+    //   the mapping (kept by the tensors) lives, so that its pages hold the file's
+    //   bytes and stay readable.
+    let mut map = unsafe { MmapOptions::new().no_reserve_swap().map_copy(file) }
+        .map_err(|e| Error::io(path, &e))?;
+    // What was mapped is what is parsed, whatever the file's length said before.
+    let map_len = map.len() as u64;
+    let header = {
+        let bytes: &[u8] = &map;
+        let n = header_length(path, bytes, map_len)?;
+        header::parse(path, &bytes[LENGTH_BYTES..LENGTH_BYTES + n], map_len)?
+    };
+    let base = map.as_mut_ptr();
+    let mapping = Arc::new(Mapping(map));
+    let mut tensors = Vec::with_capacity(header.entries.len());
+    for entry in &header.entries {
+        if !keep(entry) {
+            tensors.push(None);
+            continue;
+        }
+        // Inside the mapping: `parse` checked that the data section holds exactly
+        // the tensors' bytes.
+        let data = base.wrapping_add(header.data_start + entry.begin);
+        let len = entry.end - entry.begin;
+        // SAFETY:
+        // - `len` bytes from `data` lie inside the mapping (`parse` checked the data
+        //   section against the mapping's own length), which `mapping` keeps alive,
+        //   and no tensor has been given them yet: the offsets of distinct tensors
+        //   do not overlap (`parse`; empty tensors may share an address, and cover
+        //   no byte);
+        // - nobody writes them meanwhile (the caller's contract for other processes;
+        //   this function only reads).
+        let bytes: &[u8] = unsafe { core::slice::from_raw_parts(data, len) };
+        if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
+            return Err(big_endian(path, &entry.name));
+        }
+        let made = Made {
+            name: &entry.name,
+            path,
+            dtype: entry.dtype,
+            shape: &entry.shape,
+            flags: 0,
+        };
+        if (data as usize) % alignment(entry.dtype) != 0 {
+            let mut copy = buffer(entry.dtype, element_count(&entry.shape), len)?;
+            copy.bytes_mut().copy_from_slice(bytes);
+            let flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+            tensors.push(Some(copy.into_tensor(Made { flags, ..made })?));
+            continue;
+        }
+        if entry.dtype == DataType::BOOL {
+            if let Some(index) = bytes.iter().position(|&b| b > 1) {
+                return Err(not_a_bool(path, &entry.name, index, bytes[index]));
+            }
+        }
+        // The header's checks proved that every extent fits `i64`.
+        let shape: Vec<i64> = entry.shape.iter().map(|&d| d as i64).collect();
+        // SAFETY:
+        // - `data` addresses the tensor's bytes in the private mapping: its elements
+        //   in C order (the strides given are C-contiguous), aligned for the dtype
+        //   (checked above), kept alive and unmoved by the owner, an `Arc` of the
+        //   mapping that nothing reads or writes through;
+        // - writable (a private mapping), and nobody else reaches these bytes while
+        //   the tensor lives: every other tensor of the file has bytes of its own
+        //   (offsets do not overlap), and the caller guarantees the file is not
+        //   modified (so pages not yet copied do not change);
+        // - a `bool` tensor holds only 0 and 1 (checked above).
+        let tensor = unsafe {
+            ManagedTensor::from_owner(
+                Arc::clone(&mapping),
+                |_| data.cast(),
+                &shape,
+                None,
+                entry.dtype,
+                Device::CPU,
+                0,
+            )
+        }?;
+        tensors.push(Some(tensor));
+    }
+    Ok((header, tensors))
+}
+
+/// The error of a tensor wider than a byte on a big-endian target.
+pub(super) fn big_endian(path: &Path, tensor: &str) -> Error {
+    invalid(
+        path,
+        Some(tensor),
+        "safetensors data is little-endian, and this target is big-endian",
+    )
+}
+
+/// The batch of a file's tensors, in the header's order, with its metadata.
+fn assemble(header: Header, tensors: Vec<Option<ManagedTensor>>) -> Result<TensorBatch> {
+    let mut batch = TensorBatch::with_capacity(tensors.len());
+    for (entry, tensor) in header.entries.into_iter().zip(tensors) {
+        if let Some(tensor) = tensor {
+            // Names are unique (checked by `parse`); a batch refuses the empty one.
+            let name = entry.name;
+            let path = header.path.as_path();
+            batch
+                .insert(name.clone(), tensor)
+                .map_err(|e| invalid(path, Some(&name), e.to_string()))?;
+        }
+    }
+    *batch.metadata_mut() = header.metadata;
+    Ok(batch)
+}

@@ -1,0 +1,285 @@
+//! The index of a sharded checkpoint, `model.safetensors.index.json`, read as foreign
+//! input: Hugging Face's layout (not part of the safetensors format), `{"metadata":
+//! {...}, "weight_map": {"name": "shard file", ...}}`.
+//!
+//! The `weight_map` is the allowlist of the checkpoint: only the tensors it lists
+//! exist, each in the shard it names. A shard is named by a plain file name inside the
+//! index's folder: a name with a separator, `.` or `..`, an absolute path or an empty
+//! name is refused before any file is opened, so nothing outside the folder is ever
+//! read. A name listed twice (JSON allows duplicate keys; a map would keep one of them
+//! silently), a shard that is not a string, a `weight_map` that is missing or not an
+//! object: each is an [`Error::InvalidFile`] naming the index and, where there is one,
+//! the tensor.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+use crate::error::Result;
+
+use super::header::{MAX_HEADER, invalid};
+
+/// The index's file name in a checkpoint folder.
+pub(super) const INDEX_NAME: &str = "model.safetensors.index.json";
+
+/// The one file of a checkpoint that fits in a single shard.
+pub(super) const SINGLE_NAME: &str = "model.safetensors";
+
+/// The name of shard `k` of `n` (from 1), as `save_pretrained` names it.
+pub(super) fn shard_name(k: usize, n: usize) -> String {
+    format!("model-{k:05}-of-{n:05}.safetensors")
+}
+
+/// Whether `name` is a shard's name as [`shard_name`] makes it (of any count).
+pub(super) fn is_shard_name(name: &str) -> bool {
+    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix("model-")
+        .and_then(|rest| rest.strip_suffix(".safetensors"))
+        .and_then(|rest| rest.split_once("-of-"))
+        .is_some_and(|(k, n)| digits(k) && digits(n))
+}
+
+/// A parsed and checked index.
+#[derive(Debug)]
+pub(super) struct Index {
+    /// Every tensor the index lists, in the index's order, with its shard's file name.
+    pub(super) weight_map: Vec<(String, String)>,
+    /// The index's `metadata`: strings as they are, other values as JSON text.
+    pub(super) metadata: BTreeMap<String, String>,
+}
+
+/// Parses and checks the index text `json` of the file `path`.
+pub(super) fn parse(path: &Path, json: &[u8]) -> Result<Index> {
+    if json.len() > MAX_HEADER {
+        return Err(invalid(
+            path,
+            None,
+            format!(
+                "the index has {} bytes, above the limit of {MAX_HEADER}",
+                json.len()
+            ),
+        ));
+    }
+    let text = core::str::from_utf8(json)
+        .map_err(|e| invalid(path, None, format!("the index is not UTF-8: {e}")))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let raw = deserializer
+        .deserialize_map(IndexVisitor)
+        .and_then(|raw| deserializer.end().map(|()| raw))
+        .map_err(|e| invalid(path, None, format!("the index is not valid JSON: {e}")))?;
+    let Some(entries) = raw.weight_map else {
+        return Err(invalid(path, None, "the index has no `weight_map`"));
+    };
+    let mut weight_map = Vec::with_capacity(entries.len());
+    for (name, shard) in entries {
+        let serde_json::Value::String(shard) = shard else {
+            return Err(invalid(
+                path,
+                Some(&name),
+                format!("its shard is {shard}, not a file name"),
+            ));
+        };
+        check_shard_name(&shard).map_err(|reason| {
+            invalid(
+                path,
+                Some(&name),
+                format!(
+                    "its shard `{shard}` is not a file name inside the index's folder: {reason}"
+                ),
+            )
+        })?;
+        weight_map.push((name, shard));
+    }
+    let metadata = match raw.metadata {
+        None | Some(serde_json::Value::Null) => BTreeMap::new(),
+        Some(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .map(|(key, value)| match value {
+                serde_json::Value::String(text) => (key, text),
+                other => (key, other.to_string()),
+            })
+            .collect(),
+        Some(other) => {
+            return Err(invalid(
+                path,
+                None,
+                format!("the index's `metadata` is {other}, not an object"),
+            ));
+        }
+    };
+    Ok(Index {
+        weight_map,
+        metadata,
+    })
+}
+
+/// Why `name` is not a plain file name (no separator of any platform, not `.` or
+/// `..`, not empty, not absolute, no NUL), if it is not.
+fn check_shard_name(name: &str) -> core::result::Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name == "." || name == ".." {
+        return Err("it names a folder");
+    }
+    if name.contains(['/', '\\']) {
+        return Err("it has a path separator");
+    }
+    if name.contains('\0') {
+        return Err("it has a NUL byte");
+    }
+    let path = Path::new(name);
+    if path.is_absolute() || path.has_root() {
+        return Err("it is absolute");
+    }
+    // A drive or prefix (`C:name` on Windows) is a component of its own.
+    let mut components = path.components();
+    match (components.next(), components.next()) {
+        (Some(std::path::Component::Normal(_)), None) => Ok(()),
+        _ => Err("it is not one plain name"),
+    }
+}
+
+/// What the index's JSON holds, before the checks.
+struct RawIndex {
+    weight_map: Option<Vec<(String, serde_json::Value)>>,
+    metadata: Option<serde_json::Value>,
+}
+
+/// Reads the index's top-level object, refusing a key given twice.
+struct IndexVisitor;
+
+impl<'de> Visitor<'de> for IndexVisitor {
+    type Value = RawIndex;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object with a `weight_map` object and an optional `metadata` object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<RawIndex, A::Error> {
+        let mut seen = HashSet::new();
+        let mut raw = RawIndex {
+            weight_map: None,
+            metadata: None,
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(de::Error::custom(format!("the key `{key}` appears twice")));
+            }
+            match key.as_str() {
+                "weight_map" => raw.weight_map = Some(map.next_value_seed(WeightMap)?),
+                "metadata" => raw.metadata = Some(map.next_value()?),
+                // Other keys, which later writers may add, are read and left alone.
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(raw)
+    }
+}
+
+/// Reads the `weight_map` object in order, refusing a tensor named twice.
+struct WeightMap;
+
+impl<'de> DeserializeSeed<'de> for WeightMap {
+    type Value = Vec<(String, serde_json::Value)>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for WeightMap {
+    type Value = Vec<(String, serde_json::Value)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object from tensor names to shard file names")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        let mut seen = HashSet::new();
+        let mut entries = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if !seen.insert(name.clone()) {
+                return Err(de::Error::custom(format!(
+                    "the tensor `{name}` appears twice in `weight_map`"
+                )));
+            }
+            entries.push((name, map.next_value()?));
+        }
+        Ok(entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_names_are_plain_file_names() {
+        for good in [
+            "model-00001-of-00002.safetensors",
+            "weights.safetensors",
+            "a b",
+            "..x",
+        ] {
+            assert_eq!(check_shard_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/etc/passwd",
+            "a/b",
+            "a\\b",
+            "x\0y",
+            "sub/",
+        ] {
+            assert!(check_shard_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn shard_names_as_save_pretrained_makes_them() {
+        assert_eq!(shard_name(2, 13), "model-00002-of-00013.safetensors");
+        assert!(is_shard_name(&shard_name(2, 13)));
+        assert!(!is_shard_name("model.safetensors"));
+        assert!(!is_shard_name("model-0001-of-00002.safetensors"));
+        assert!(!is_shard_name("model-00001-of-00002.safetensors.tmp"));
+    }
+
+    #[test]
+    fn duplicates_and_wrong_types_are_errors() {
+        let path = Path::new("i.json");
+        let parse = |s: &str| parse(path, s.as_bytes());
+        let ok = parse(r#"{"metadata": {"total_size": 8, "format": "pt"}, "weight_map": {"a": "x.safetensors", "b": "y.safetensors"}}"#).unwrap();
+        assert_eq!(ok.weight_map.len(), 2);
+        assert_eq!(ok.metadata["total_size"], "8");
+        assert_eq!(ok.metadata["format"], "pt");
+        for (text, what) in [
+            (r#"{"weight_map": {"a": "x", "a": "y"}}"#, "appears twice"),
+            (r#"{"weight_map": {}, "weight_map": {}}"#, "appears twice"),
+            (r#"{"metadata": {}}"#, "no `weight_map`"),
+            (r#"{"weight_map": {"a": 3}}"#, "not a file name"),
+            (r#"{"weight_map": {"a": "../x.safetensors"}}"#, "separator"),
+            (r#"{"weight_map": {"a": "/x.safetensors"}}"#, "separator"),
+            (r#"{"weight_map": []}"#, "not valid JSON"),
+            (r#"{"weight_map": {}, "metadata": 3}"#, "not an object"),
+            ("[1]", "not valid JSON"),
+            ("{", "not valid JSON"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(what), "{text}: {err}");
+        }
+    }
+}

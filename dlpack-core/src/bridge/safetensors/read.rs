@@ -1,0 +1,406 @@
+//! Owned reads: each tensor straight from its file into a buffer of its own, typed where
+//! Rust has the element type (so that an owned ndarray field keeps the buffer without a
+//! copy), converted between float types when asked, by several threads at once.
+//!
+//! Every buffer is allocated first (zeroed memory from the allocator, whose pages cost
+//! nothing until they are written); then the threads take chunks of the tensors from
+//! one queue and read each chunk with a positioned read (`pread`), straight into its
+//! place in the buffer: no buffer of a file, no second copy. A converting chunk is read
+//! in blocks into the thread's staging buffer and converted into place, so the memory a
+//! load uses beyond its output is at most [`STAGING`] bytes per thread (plus the
+//! conversion's own 64 KiB), and a read that converts nothing uses none.
+
+use std::fs::File;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::device::Device;
+use crate::dtype::{DataType, Element};
+use crate::error::{Error, Result};
+use crate::tensor::{AlignedBytes, ManagedTensor, element_bytes_mut, into_bools, zeroed_elements};
+
+use super::convert::{self, Scratch};
+use super::header::invalid;
+
+/// The bytes of a tensor one work item reads (the last chunk of a tensor may be
+/// shorter): large enough that a read is one long system call, small enough that the
+/// threads share a large tensor.
+const CHUNK: usize = 8 << 20;
+
+/// The bytes a converting thread reads at a time, into its staging buffer.
+pub(crate) const STAGING: usize = 1 << 20;
+
+/// Below this many bytes per thread, fewer threads are started: a thread costs more
+/// than it reads.
+const PER_THREAD: usize = 4 << 20;
+
+/// One tensor to read.
+pub(super) struct Source<'a> {
+    /// Its name, for errors.
+    pub(super) name: &'a str,
+    /// Its file, and the file's path for errors.
+    pub(super) file: &'a File,
+    pub(super) path: &'a Path,
+    /// Where its bytes start in the file.
+    pub(super) offset: u64,
+    /// Its dtype in the file, and its shape.
+    pub(super) dtype: DataType,
+    pub(super) shape: &'a [usize],
+    /// Its bytes in the file (checked against the dtype and shape by the header's
+    /// parser).
+    pub(super) len: usize,
+}
+
+/// How to read: the threads, and the float type to convert float tensors to.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plan {
+    pub(super) threads: NonZeroUsize,
+    pub(super) convert: Option<DataType>,
+}
+
+impl Plan {
+    /// The dtype a tensor of `dtype` gets.
+    pub(super) fn dtype_of(&self, dtype: DataType) -> DataType {
+        match self.convert {
+            Some(to) if convert::is_float(dtype) => to,
+            _ => dtype,
+        }
+    }
+}
+
+/// Reads every source into a tensor of its own, in the order given.
+///
+/// # Errors
+///
+/// [`Error::AllocationFailed`] when a buffer cannot be allocated; an [`Error::Io`] about
+/// the file, in an [`Error::Tensor`] naming the tensor, when a read fails or the file
+/// ends first; [`Error::InvalidFile`] for a `bool` byte other than 0 or 1. Nothing
+/// leaks, and every thread has stopped, when this returns.
+pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTensor>> {
+    let mut buffers = Vec::with_capacity(sources.len());
+    for source in sources {
+        let dtype = plan.dtype_of(source.dtype);
+        let count = element_count(source.shape);
+        let len = if dtype == source.dtype {
+            source.len
+        } else {
+            // Float types are whole bytes; the count fits `isize` in the stored type,
+            // and converting at most doubles it twice (`bfloat16` to `float64`).
+            count
+                .checked_mul(dtype.size_in_bytes())
+                .ok_or(Error::AllocationFailed { bytes: usize::MAX })?
+        };
+        buffers.push(buffer(dtype, count, len).map_err(|e| e.in_tensor(source.name))?);
+    }
+    let mut items = Vec::new();
+    for (index, (source, buffer)) in sources.iter().zip(&mut buffers).enumerate() {
+        items.extend(chunks(index, source, plan, buffer.bytes_mut()));
+    }
+    let total: usize = items.iter().map(|item| item.dst.len()).sum();
+    let threads = plan
+        .threads
+        .get()
+        .min(total.div_ceil(PER_THREAD))
+        .min(items.len())
+        .max(1);
+    run(items, threads, sources)?;
+    sources
+        .iter()
+        .zip(buffers)
+        .map(|(source, buffer)| {
+            buffer.into_tensor(Made {
+                name: source.name,
+                path: source.path,
+                dtype: plan.dtype_of(source.dtype),
+                shape: source.shape,
+                flags: 0,
+            })
+        })
+        .collect()
+}
+
+/// The number of elements of a checked shape (its product fits: the header's checks).
+pub(super) fn element_count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// C-contiguous strides for a checked shape, in elements; all 0 for an empty one (whose
+/// extents may multiply past any integer, and which addresses no element).
+pub(super) fn c_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    if shape.contains(&0) {
+        return strides;
+    }
+    let mut stride = 1usize;
+    for (out, &extent) in strides.iter_mut().zip(shape).rev() {
+        // The element count of a non-empty shape fits `isize` (the header's checks),
+        // and so does every partial product of it.
+        *out = stride as isize;
+        stride = stride.saturating_mul(extent);
+    }
+    strides
+}
+
+/// A piece of work: bytes of one tensor, from its file into its buffer.
+struct Item<'b> {
+    /// The tensor's index among the sources.
+    tensor: usize,
+    /// Where the chunk's bytes start in the file.
+    offset: u64,
+    /// The chunk's bytes in the file (`dst.len()` unless converting).
+    len: usize,
+    /// `(from, to)` when the chunk is converted.
+    convert: Option<(DataType, DataType)>,
+    /// Where the chunk goes.
+    dst: &'b mut [u8],
+}
+
+/// Cuts a tensor's buffer into work items of at most [`CHUNK`] bytes, on element
+/// boundaries when it is converted.
+fn chunks<'b>(
+    tensor: usize,
+    source: &Source<'_>,
+    plan: Plan,
+    dst: &'b mut [u8],
+) -> impl Iterator<Item = Item<'b>> + use<'b> {
+    let to = plan.dtype_of(source.dtype);
+    let from = source.dtype;
+    let (convert, from_size, to_size) = if to == from {
+        (None, 1, 1)
+    } else {
+        (Some((from, to)), from.size_in_bytes(), to.size_in_bytes())
+    };
+    let elements = (CHUNK / from_size.max(to_size)).max(1);
+    let offset = source.offset;
+    dst.chunks_mut(elements * to_size)
+        .enumerate()
+        .map(move |(i, dst)| Item {
+            tensor,
+            offset: offset + (i * elements * from_size) as u64,
+            len: dst.len() / to_size * from_size,
+            convert,
+            dst,
+        })
+}
+
+/// Runs the items on `threads` threads (this one among them), stopping at the first
+/// error; the error of the first tensor that failed.
+fn run(items: Vec<Item<'_>>, threads: usize, sources: &[Source<'_>]) -> Result<()> {
+    let queue = Mutex::new(items.into_iter());
+    let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+    let work = || {
+        let mut staging = Vec::new();
+        let mut scratch = Scratch::default();
+        loop {
+            if lock(&failed).is_some() {
+                return;
+            }
+            let Some(item) = lock(&queue).next() else {
+                return;
+            };
+            let tensor = item.tensor;
+            if let Err(err) = read_item(item, sources, &mut staging, &mut scratch) {
+                let mut failed = lock(&failed);
+                if failed.as_ref().is_none_or(|(first, _)| tensor < *first) {
+                    *failed = Some((tensor, err));
+                }
+            }
+        }
+    };
+    if threads <= 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(work);
+            }
+            work();
+        });
+    }
+    match failed
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        Some((_, err)) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (each value is
+/// replaced whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Reads one item, converting it through `staging` when it is converted.
+fn read_item(
+    item: Item<'_>,
+    sources: &[Source<'_>],
+    staging: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let source = &sources[item.tensor];
+    let fail = |e: std::io::Error| Error::io(source.path, &e).in_tensor(source.name);
+    let Some((from, to)) = item.convert else {
+        return read_at(source.file, item.dst, item.offset).map_err(fail);
+    };
+    let (from_size, to_size) = (from.size_in_bytes(), to.size_in_bytes());
+    let block = (STAGING / from_size).max(1);
+    let mut offset = item.offset;
+    for dst in item.dst.chunks_mut(block * to_size) {
+        let len = dst.len() / to_size * from_size;
+        staging.resize(len, 0);
+        read_at(source.file, staging, offset).map_err(fail)?;
+        convert::convert(from, to, staging, dst, scratch);
+        offset += len as u64;
+    }
+    debug_assert_eq!(offset, item.offset + item.len as u64);
+    Ok(())
+}
+
+/// Fills `buf` from `file` at `offset`, without moving a shared cursor (so that threads
+/// read one file at once); the file ending first is an `UnexpectedEof`.
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Fills `buf` from `file` at `offset` (see the Unix version).
+#[cfg(windows)]
+fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `file` at `offset` (see the Unix version), one thread at a time.
+#[cfg(not(any(unix, windows)))]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    static CURSOR: Mutex<()> = Mutex::new(());
+    let _cursor = lock(&CURSOR);
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
+}
+
+/// What a finished buffer becomes: a tensor of `dtype` and `shape` (C-contiguous, on
+/// the CPU, exclusive and writable), named `name` in `path` for errors.
+pub(super) struct Made<'a> {
+    pub(super) name: &'a str,
+    pub(super) path: &'a Path,
+    pub(super) dtype: DataType,
+    pub(super) shape: &'a [usize],
+    pub(super) flags: u64,
+}
+
+/// A tensor's buffer, allocated before it is read.
+pub(super) trait Buffer: Send {
+    /// The bytes to read into.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// The tensor over the buffer, once read; a `bool` buffer is checked to hold only 0
+    /// and 1.
+    fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor>;
+}
+
+/// A buffer of `count` elements of `dtype` (`len` bytes), zeroed: a `Vec` of the Rust
+/// element type where there is one, else 16-byte aligned bytes.
+pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dyn Buffer>> {
+    if dtype == DataType::BOOL {
+        return Ok(Box::new(Bools(zeroed_elements::<u8>(count)?)));
+    }
+    macro_rules! typed {
+        (bool, $constant:ident, $name:literal) => {};
+        ($ty:ty, $constant:ident, $name:literal) => {
+            if dtype == DataType::$constant {
+                return Ok(Box::new(zeroed_elements::<$ty>(count)?));
+            }
+        };
+    }
+    crate::for_each_element!(typed);
+    Ok(Box::new(Bytes(AlignedBytes::zeroed(len)?)))
+}
+
+impl<A: Element> Buffer for Vec<A> {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // `bool` has a buffer of its own (`Bools`); every other element type has bytes.
+        element_bytes_mut(self).unwrap_or_default()
+    }
+
+    fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
+        let strides = c_strides(made.shape);
+        ManagedTensor::from_buffer_with_flags(*self, 0, made.shape, &strides, made.flags)
+    }
+}
+
+/// The bytes of a `bool` tensor, checked once read.
+struct Bools(Vec<u8>);
+
+impl Buffer for Bools {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
+        let bools = into_bools(self.0)
+            .map_err(|(index, byte)| not_a_bool(made.path, made.name, index, byte))?;
+        let strides = c_strides(made.shape);
+        ManagedTensor::from_buffer_with_flags(bools, 0, made.shape, &strides, made.flags)
+    }
+}
+
+/// The bytes of a type Rust has no element for (float8, float6, float4, and half or
+/// complex types in a build without those features), 16-byte aligned.
+struct Bytes(AlignedBytes);
+
+impl Buffer for Bytes {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.0.as_bytes_mut()
+    }
+
+    fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
+        // The header's checks proved that every extent fits `i64`.
+        let shape: Vec<i64> = made.shape.iter().map(|&d| d as i64).collect();
+        // SAFETY:
+        // - the buffer holds the tensor's `ceil(elements * bits / 8)` bytes in C order, as
+        //   the format stores them (the header's checks tie the length to the shape,
+        //   whose extents fit `i64`), 16-byte aligned, kept alive and unmoved by the
+        //   owner (heap memory); the strides are C-contiguous (NULL);
+        // - nobody else reaches the buffer: exclusive and writable;
+        // - the dtype is not `bool` (which has a buffer of its own).
+        unsafe {
+            ManagedTensor::from_owner(
+                self.0,
+                |bytes| bytes.as_mut_ptr().cast(),
+                &shape,
+                None,
+                made.dtype,
+                Device::CPU,
+                made.flags,
+            )
+        }
+    }
+}
+
+/// The error of a `bool` element of `tensor` in `path` that holds `byte`, neither 0 nor
+/// 1.
+pub(super) fn not_a_bool(path: &Path, tensor: &str, index: usize, byte: u8) -> Error {
+    invalid(
+        path,
+        Some(tensor),
+        format!("element {index} holds byte {byte}, and a bool must be 0 or 1"),
+    )
+}

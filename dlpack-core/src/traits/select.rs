@@ -1,0 +1,149 @@
+//! What a value takes from a source of named tensors, known before any tensor is read:
+//! [`FromDLPack::select_in`] walks a type as `from_dlpack_in` would walk a batch, over
+//! the names alone, so that a reader (a sharded checkpoint) reads only those tensors
+//! and checks their dtype and rank first.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::batch::is_under;
+use crate::dtype::DataType;
+
+/// What a value expects of one tensor it takes: its dtype and rank where its type fixes
+/// them (an `Array2<f32>` field: `float32`, 2), `None` where anything goes (a
+/// [`ManagedTensor`](crate::ManagedTensor) field, or `IxDyn`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Expected {
+    /// The element type, if the type fixes it.
+    pub dtype: Option<DataType>,
+    /// The number of dimensions, if the type fixes it.
+    pub ndim: Option<usize>,
+}
+
+impl Expected {
+    /// Any dtype, any rank.
+    pub const ANY: Self = Self {
+        dtype: None,
+        ndim: None,
+    };
+
+    /// A tensor of `dtype` (if given) and `ndim` dimensions (if given).
+    pub const fn new(dtype: Option<DataType>, ndim: Option<usize>) -> Self {
+        Self { dtype, ndim }
+    }
+}
+
+/// The names of the tensors a value takes from a source, collected by
+/// [`FromDLPack::select_in`] over the names the source holds (nothing is read), with
+/// what the value expects of each, and the names it needs that the source lacks.
+///
+/// The names mirror what `from_dlpack_in` takes from a batch holding those names: a
+/// field `prefix.name`, `Vec` items `prefix.0`, `prefix.1`, ... up to the first index
+/// with no tensor, an `Option` only when some tensor is named `prefix` or `prefix.*`,
+/// map entries by the segments after `prefix.`.
+///
+/// [`FromDLPack::select_in`]: crate::FromDLPack::select_in
+#[derive(Debug)]
+pub struct Selection<'a> {
+    /// The names the source holds.
+    names: &'a BTreeSet<String>,
+    /// The names taken, in the order they were taken, with what is expected of each.
+    taken: Vec<(String, Expected)>,
+    /// The index of each name in `taken`.
+    seen: BTreeMap<String, usize>,
+    /// Names taken that the source lacks.
+    missing: Vec<String>,
+}
+
+impl<'a> Selection<'a> {
+    /// An empty selection over the names a source holds.
+    pub fn new(names: &'a BTreeSet<String>) -> Self {
+        Self {
+            names,
+            taken: Vec::new(),
+            seen: BTreeMap::new(),
+            missing: Vec::new(),
+        }
+    }
+
+    /// Whether the source holds a tensor named `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// Whether the source holds a tensor named `prefix` or `prefix.*` (any tensor for
+    /// an empty prefix), as [`TensorBatch::contains_prefix`](crate::TensorBatch::contains_prefix).
+    pub fn contains_prefix(&self, prefix: &str) -> bool {
+        self.under(prefix).next().is_some()
+    }
+
+    /// The names the source holds that are `prefix` or start with `prefix.` (every
+    /// name for an empty prefix), in sorted order.
+    pub fn under<'s>(&'s self, prefix: &'s str) -> impl Iterator<Item = &'a str> + 's {
+        let names: &'a BTreeSet<String> = self.names;
+        names
+            .range::<str, _>((
+                core::ops::Bound::Included(prefix),
+                core::ops::Bound::Unbounded,
+            ))
+            .map(String::as_str)
+            .take_while(move |name| name.starts_with(prefix))
+            .filter(move |name| prefix.is_empty() || *name == prefix || is_under(name, prefix))
+    }
+
+    /// The distinct first segments of the names under `prefix.` (of every name for an
+    /// empty prefix), sorted: the keys of a map stored under `prefix`.
+    pub fn keys_under(&self, prefix: &str) -> BTreeSet<String> {
+        self.under(prefix)
+            .filter(|name| *name != prefix)
+            .map(|name| {
+                let rest = if prefix.is_empty() {
+                    name
+                } else {
+                    &name[prefix.len() + 1..]
+                };
+                rest.split('.').next().unwrap_or(rest).to_owned()
+            })
+            .collect()
+    }
+
+    /// Takes the tensor named `name`, expected to be as `expected` says; a name the
+    /// source lacks is recorded as missing. A name taken twice counts once.
+    pub fn take(&mut self, name: &str, expected: Expected) {
+        if self.seen.contains_key(name) {
+            return;
+        }
+        if !self.names.contains(name) {
+            if !self.missing.iter().any(|m| m == name) {
+                self.missing.push(name.to_owned());
+            }
+            return;
+        }
+        self.seen.insert(name.to_owned(), self.taken.len());
+        self.taken.push((name.to_owned(), expected));
+    }
+
+    /// Takes every tensor named `prefix` or `prefix.*`, expecting nothing of them: what
+    /// a type takes when it does not say more (a `with` module's field, a batch).
+    pub fn take_under(&mut self, prefix: &str) {
+        let names: Vec<&str> = self.under(prefix).collect();
+        for name in names {
+            self.take(name, Expected::ANY);
+        }
+    }
+
+    /// The names taken, in order, with what is expected of each.
+    pub fn taken(&self) -> &[(String, Expected)] {
+        &self.taken
+    }
+
+    /// The names taken that the source lacks, in order.
+    pub fn missing(&self) -> &[String] {
+        &self.missing
+    }
+
+    /// Whether `name` was taken.
+    pub fn is_taken(&self, name: &str) -> bool {
+        self.seen.contains_key(name)
+    }
+}
