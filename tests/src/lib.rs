@@ -2,6 +2,8 @@
 //! extension `dlpack_test_ext` that the pytest suite in `tests/python` imports.
 
 #[cfg(feature = "python")]
+mod checkpoints;
+#[cfg(feature = "python")]
 mod exchange;
 #[cfg(feature = "python")]
 mod python;

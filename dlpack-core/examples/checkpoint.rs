@@ -1,0 +1,124 @@
+//! A derived model saved as a sharded checkpoint (the layout Hugging Face's
+//! `save_pretrained` writes), one layer of it loaded alone, and the same weights stored
+//! in bfloat16 and loaded into the model's float32 fields, converted while they are
+//! read.
+//!
+//! ```sh
+//! cargo run --example checkpoint --features safetensors
+//! ```
+
+use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::{DataType, FromDLPack, ToDLPack};
+use ndarray::{Array1, Array2};
+
+#[derive(ToDLPack, FromDLPack, Clone, PartialEq, Debug)]
+struct Linear {
+    weight: Array2<f32>,
+    bias: Array1<f32>,
+}
+
+#[derive(ToDLPack, FromDLPack, Clone, PartialEq, Debug)]
+struct Model {
+    layers: Vec<Linear>,
+    norm: Array1<f32>,
+}
+
+/// One layer of the model, by its name in the checkpoint: `layers.2.weight`, ...
+#[derive(FromDLPack, Debug)]
+struct ThirdLayer {
+    layers: Third,
+}
+
+#[derive(FromDLPack, Debug)]
+struct Third {
+    #[dlpack(rename = "2")]
+    layer: Linear,
+}
+
+fn main() -> dlpack_core::Result<()> {
+    let n = 256;
+    let layer = |seed: usize| Linear {
+        weight: Array2::from_shape_fn((n, n), |(i, j)| {
+            ((i * 31 + j * 17 + seed) % 97) as f32 / 97.0
+        }),
+        bias: Array1::from_shape_fn(n, |i| i as f32 - seed as f32),
+    };
+    let model = Model {
+        layers: (0..4).map(layer).collect(),
+        norm: Array1::ones(n),
+    };
+    let folder = tempfile::tempdir().map_err(|e| dlpack_core::Error::Io {
+        path: std::env::temp_dir(),
+        kind: e.kind(),
+        message: e.to_string(),
+    })?;
+    let dir = folder.path().join("model");
+
+    // Save: shards of at most 300 KB (a layer's weight is 256 KiB), and the index.
+    let mut batch = model.clone().to_dlpack()?;
+    batch.metadata_mut().insert("format".into(), "pt".into());
+    batch.write_checkpoint(&dir, 300_000)?;
+    let checkpoint = Checkpoint::open(&dir)?;
+    println!(
+        "saved {} tensors in {} shards: {}",
+        checkpoint.len(),
+        checkpoint.shards().len(),
+        checkpoint
+            .shards()
+            .map(|p| p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    // The whole model, strictly: every tensor, none missing, none left over.
+    let loaded: Model = checkpoint.load()?;
+    assert_eq!(loaded, model);
+
+    // One layer alone: only its two tensors are read; the others are reported.
+    let (third, report) = checkpoint.load_lenient::<ThirdLayer>()?;
+    assert_eq!(third.layers.layer, model.layers[2]);
+    println!(
+        "loaded layer 2 alone ({} bytes read); not read: {}",
+        ["layers.2.weight", "layers.2.bias"]
+            .iter()
+            .filter_map(|name| checkpoint.tensor(name))
+            .map(|t| t.byte_len())
+            .sum::<usize>(),
+        report.unexpected.join(", ")
+    );
+
+    // The same weights stored in bfloat16, as most published checkpoints are: written
+    // here by converting while reading, then loaded into the float32 model.
+    let bf16_dir = folder.path().join("model-bf16");
+    let narrow = LoadOptions::new().convert_floats(DataType::BF16);
+    let stored = checkpoint.read_where_with(|_| true, &narrow)?;
+    stored.write_checkpoint(&bf16_dir, 300_000)?;
+    let bf16_checkpoint = Checkpoint::open(&bf16_dir)?;
+    let dtype = bf16_checkpoint.tensor("norm").map(|t| t.dtype());
+    println!(
+        "stored in {} shards, dtype {dtype:?}",
+        bf16_checkpoint.shards().len()
+    );
+    // Without conversion, a bfloat16 tensor for a float32 field is an error naming it.
+    let err = bf16_checkpoint.load::<Model>().unwrap_err();
+    let text = err.to_string();
+    println!(
+        "without conversion: {} ...",
+        text.split("; ").next().unwrap_or("")
+    );
+    let wide = LoadOptions::new().convert_floats(DataType::F32);
+    let converted: Model = bf16_checkpoint.load_with(&wide)?;
+    let largest = converted.layers[1]
+        .weight
+        .iter()
+        .zip(&model.layers[1].weight)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    println!("loaded converting bfloat16 to float32: largest difference {largest:.5}");
+    assert!(largest <= 1.0 / 256.0);
+    Ok(())
+}

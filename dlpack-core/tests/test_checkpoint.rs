@@ -1,0 +1,849 @@
+//! Checkpoints as published: `safetensors::Checkpoint` over a file, an index or a
+//! folder, `TensorBatch::write_checkpoint` in `save_pretrained`'s layout, the index as
+//! the allowlist, loads that read only what a type selects (`FromDLPack::select_in`,
+//! followed by the derive and every container), float conversion on load, parallel
+//! reads, and every broken checkpoint a typed error naming the file and the tensor.
+#![cfg(all(
+    feature = "safetensors",
+    feature = "ndarray",
+    feature = "derive",
+    feature = "half"
+))]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::{
+    DataType, Error, Expected, FromDLPack, ManagedTensor, Selection, TensorBatch, ToDLPack,
+};
+use half::{bf16, f16};
+use ndarray::{Array1, Array2, ArrayD, Ix1, Ix2};
+
+fn folder() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[derive(ToDLPack, FromDLPack, Debug, PartialEq, Clone)]
+struct Linear<T> {
+    weight: Array2<T>,
+    bias: Array1<T>,
+}
+
+#[derive(ToDLPack, FromDLPack, Debug, PartialEq, Clone)]
+struct Model<T> {
+    embed: Array2<T>,
+    layers: Vec<Linear<T>>,
+    head: Option<Linear<T>>,
+}
+
+fn linear(n: usize, seed: f32) -> Linear<f32> {
+    Linear {
+        weight: Array2::from_shape_fn((n, n), |(i, j)| seed + (i * n + j) as f32 / 7.0),
+        bias: Array1::from_shape_fn(n, |i| -seed - i as f32),
+    }
+}
+
+fn model(layers: usize, n: usize) -> Model<f32> {
+    Model {
+        embed: Array2::from_shape_fn((5, n), |(i, j)| (i + j) as f32 * 0.5),
+        layers: (0..layers).map(|l| linear(n, l as f32)).collect(),
+        head: Some(linear(n, 100.0)),
+    }
+}
+
+fn to_bf16(model: &Model<f32>) -> Model<bf16> {
+    let lin = |l: &Linear<f32>| Linear {
+        weight: l.weight.mapv(bf16::from_f32),
+        bias: l.bias.mapv(bf16::from_f32),
+    };
+    Model {
+        embed: model.embed.mapv(bf16::from_f32),
+        layers: model.layers.iter().map(lin).collect(),
+        head: model.head.as_ref().map(lin),
+    }
+}
+
+/// A checkpoint of `model` in `dir`, in shards of at most `max` bytes, `{"format":
+/// "pt"}` in each.
+fn save<T>(model: T, dir: &Path, max: u64)
+where
+    T: ToDLPack<Output = TensorBatch>,
+{
+    let mut batch = model.to_dlpack().unwrap();
+    batch.metadata_mut().insert("format".into(), "pt".into());
+    batch.write_checkpoint(dir, max).unwrap();
+}
+
+fn files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+fn index(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("model.safetensors.index.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_derived_model_round_trips_through_shards() {
+    let dir = folder();
+    let original = model(3, 8);
+    save(original.clone(), dir.path(), 600);
+    let names = files(dir.path());
+    assert!(names.contains("model.safetensors.index.json"), "{names:?}");
+    assert!(!names.contains("model.safetensors"));
+    let shards: Vec<&String> = names.iter().filter(|n| n.starts_with("model-")).collect();
+    let n = shards.len();
+    assert!(n > 2, "{names:?}");
+    for (k, shard) in shards.iter().enumerate() {
+        assert_eq!(**shard, format!("model-{:05}-of-{n:05}.safetensors", k + 1));
+    }
+
+    // The index as `save_pretrained` writes it: the tensors' bytes, every tensor's
+    // shard, keys sorted.
+    let index = index(dir.path());
+    let total: usize = original
+        .clone()
+        .to_dlpack()
+        .unwrap()
+        .iter()
+        .map(|(_, t)| t.num_elements().unwrap() * 4)
+        .sum();
+    assert_eq!(index["metadata"]["total_size"], total as u64);
+    let weight_map = index["weight_map"].as_object().unwrap();
+    assert_eq!(weight_map.len(), 2 + 2 * 3 + 1);
+    let keys: Vec<&String> = weight_map.keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+
+    // Opened from the folder, the index or ... as a whole.
+    for path in [
+        dir.path().to_owned(),
+        dir.path().join("model.safetensors.index.json"),
+    ] {
+        let checkpoint = Checkpoint::open(&path).unwrap();
+        assert_eq!(checkpoint.len(), weight_map.len());
+        assert_eq!(checkpoint.shards().len(), n);
+        assert_eq!(checkpoint.metadata()["format"], "pt");
+        assert_eq!(checkpoint.index_metadata()["total_size"], total.to_string());
+        let loaded: Model<f32> = checkpoint.load().unwrap();
+        assert_eq!(loaded, original);
+        let weight = checkpoint.tensor("layers.1.weight").unwrap();
+        assert_eq!(weight.dtype(), DataType::F32);
+        assert_eq!(weight.shape(), &[8, 8]);
+        assert_eq!(weight.byte_len(), 256);
+        assert!(weight.shard().starts_with(dir.path()));
+        assert!(checkpoint.tensor("layers.9.weight").is_none());
+    }
+}
+
+#[test]
+fn shards_keep_tensors_whole_and_in_batch_order() {
+    let dir = folder();
+    let tensor = |n: usize| ManagedTensor::from_buffer(vec![1u8; n], 0, &[n], &[1]).unwrap();
+    let batch = TensorBatch::try_from(vec![
+        ("a", tensor(40)),
+        ("b", tensor(40)),
+        ("c", tensor(30)),
+        ("big", tensor(500)),
+        ("d", tensor(10)),
+    ])
+    .unwrap();
+    batch.write_checkpoint(dir.path(), 100).unwrap();
+    let index = index(dir.path());
+    let shard = |name: &str| index["weight_map"][name].as_str().unwrap().to_owned();
+    // 40 + 40 fit 100, 30 more would not; the 500 takes a shard of its own.
+    assert_eq!(shard("a"), "model-00001-of-00004.safetensors");
+    assert_eq!(shard("b"), "model-00001-of-00004.safetensors");
+    assert_eq!(shard("c"), "model-00002-of-00004.safetensors");
+    assert_eq!(shard("big"), "model-00003-of-00004.safetensors");
+    assert_eq!(shard("d"), "model-00004-of-00004.safetensors");
+    assert_eq!(index["metadata"]["total_size"], 620);
+}
+
+#[test]
+fn a_checkpoint_that_fits_is_one_file_and_saves_leave_nothing_stale() {
+    let dir = folder();
+    std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+    std::fs::write(dir.path().join("model-00009-of-00010.safetensors"), "old").unwrap();
+    // Sharded first...
+    save(model(4, 8), dir.path(), 600);
+    let sharded = files(dir.path());
+    assert!(sharded.contains("model.safetensors.index.json"));
+    assert!(
+        !sharded.contains("model-00009-of-00010.safetensors"),
+        "{sharded:?}"
+    );
+    // ...then smaller, and fitting: one file, no index, no shard left.
+    save(model(1, 8), dir.path(), 1 << 20);
+    assert_eq!(
+        files(dir.path()),
+        BTreeSet::from(["config.json".to_owned(), "model.safetensors".to_owned()])
+    );
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    assert_eq!(checkpoint.shards().len(), 1);
+    assert!(checkpoint.index_metadata().is_empty());
+    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(1, 8));
+    // And sharded again, into fewer shards than an earlier save: none of those left.
+    save(model(6, 8), dir.path(), 300);
+    let many = files(dir.path()).len();
+    save(model(6, 8), dir.path(), 900);
+    let fewer = files(dir.path());
+    assert!(fewer.len() < many, "{fewer:?}");
+    assert!(!fewer.contains("model.safetensors"));
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    assert_eq!(checkpoint.shards().len() + 2, fewer.len());
+    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(6, 8));
+}
+
+#[test]
+fn a_single_file_is_a_checkpoint_too() {
+    let dir = folder();
+    let path = dir.path().join("weights.safetensors");
+    let mut batch = model(2, 4).to_dlpack().unwrap();
+    batch.metadata_mut().insert("format".into(), "pt".into());
+    batch.write_safetensors(&path).unwrap();
+    let checkpoint = Checkpoint::open(&path).unwrap();
+    assert_eq!(checkpoint.path(), path);
+    assert_eq!(checkpoint.metadata()["format"], "pt");
+    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(2, 4));
+    // A folder with neither file.
+    let err = Checkpoint::open(dir.path()).unwrap_err();
+    let Error::Io { path, kind, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (path.as_path(), *kind),
+        (dir.path(), std::io::ErrorKind::NotFound)
+    );
+}
+
+#[test]
+fn owned_loads_keep_the_buffers_they_read_into() {
+    let dir = folder();
+    save(model(2, 16), dir.path(), 2000);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let batch = checkpoint.read_where(|_| true).unwrap();
+    let pointers: HashMap<String, usize> = batch
+        .iter()
+        .map(|(name, t)| (name.to_owned(), t.data_ptr() as usize))
+        .collect();
+    for (_, tensor) in batch.iter() {
+        assert!(tensor.is_exclusive() && !tensor.is_read_only());
+    }
+    let loaded = Model::<f32>::from_dlpack(batch).unwrap();
+    assert_eq!(
+        pointers["layers.1.weight"],
+        loaded.layers[1].weight.as_ptr() as usize
+    );
+    assert_eq!(pointers["embed"], loaded.embed.as_ptr() as usize);
+}
+
+#[test]
+fn read_where_reads_what_the_filter_accepts_in_index_order() {
+    let dir = folder();
+    save(model(3, 4), dir.path(), 200);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let batch = checkpoint
+        .read_where(|name| name.ends_with(".bias"))
+        .unwrap();
+    let names: Vec<&str> = batch.names().collect();
+    assert_eq!(
+        names,
+        [
+            "head.bias",
+            "layers.0.bias",
+            "layers.1.bias",
+            "layers.2.bias"
+        ]
+    );
+    assert_eq!(batch.metadata()["format"], "pt");
+    let bias = batch
+        .get("layers.2.bias")
+        .unwrap()
+        .as_array::<f32, Ix1>()
+        .unwrap();
+    assert_eq!(bias, model(3, 4).layers[2].bias);
+}
+
+// What a type selects, over the names alone.
+
+fn selected<T: FromDLPack>(names: &[&str]) -> (Vec<String>, Vec<String>) {
+    let names: BTreeSet<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    let mut selection = Selection::new(&names);
+    T::select_in("", &mut selection);
+    let taken = selection.taken().iter().map(|(n, _)| n.clone()).collect();
+    (taken, selection.missing().to_vec())
+}
+
+#[derive(FromDLPack)]
+struct Selective {
+    #[dlpack(rename = "w")]
+    weight: Array2<f32>,
+    #[dlpack(flatten)]
+    inner: Inner,
+    maybe: Option<Array1<f32>>,
+    items: Vec<Array1<f32>>,
+    map: BTreeMap<String, Array1<f32>>,
+    boxed: Box<Array1<f32>>,
+    #[dlpack(with = "whole")]
+    custom: TensorBatch,
+    #[dlpack(skip)]
+    _skipped: u32,
+}
+
+#[derive(FromDLPack)]
+struct Inner {
+    scale: Array1<f32>,
+}
+
+mod whole {
+    use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
+    pub(crate) fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<TensorBatch> {
+        TensorBatch::from_dlpack_in(prefix, batch)
+    }
+    #[allow(dead_code)]
+    pub(crate) fn to_dlpack_into(
+        value: TensorBatch,
+        prefix: &str,
+        batch: &mut TensorBatch,
+    ) -> Result<()> {
+        value.to_dlpack_into(prefix, batch)
+    }
+}
+
+#[test]
+fn a_selection_follows_rename_flatten_containers_and_with() {
+    let all = [
+        "w",
+        "scale",
+        "maybe",
+        "items.0",
+        "items.1",
+        "items.3",
+        "map.a",
+        "map.b",
+        "boxed",
+        "custom.x",
+        "custom.y.z",
+        "customs",
+        "other",
+    ];
+    let (taken, missing) = selected::<Selective>(&all);
+    assert_eq!(
+        taken,
+        [
+            "w",
+            "scale",
+            "maybe",
+            "items.0",
+            "items.1",
+            "map.a",
+            "map.b",
+            "boxed",
+            "custom.x",
+            "custom.y.z"
+        ]
+    );
+    assert!(missing.is_empty());
+    // An absent option takes nothing; a missing leaf is missing.
+    let (taken, missing) = selected::<Selective>(&["scale", "boxed"]);
+    assert_eq!(taken, ["scale", "boxed"]);
+    assert_eq!(missing, ["w"]);
+    // Arrays expect their element type and rank; a tensor anything.
+    let names: BTreeSet<String> = ["x".to_owned()].into();
+    let mut selection = Selection::new(&names);
+    <Array2<f32>>::select_in("x", &mut selection);
+    <ArrayD<f32>>::select_in("x", &mut selection);
+    assert_eq!(
+        selection.taken(),
+        [("x".to_owned(), Expected::new(Some(DataType::F32), Some(2)))]
+    );
+    let mut selection = Selection::new(&names);
+    ManagedTensor::select_in("x", &mut selection);
+    assert_eq!(selection.taken(), [("x".to_owned(), Expected::ANY)]);
+}
+
+#[derive(FromDLPack, Debug)]
+struct OneLayer {
+    layers: LayerTwo,
+}
+
+#[derive(FromDLPack, Debug)]
+struct LayerTwo {
+    #[dlpack(rename = "2")]
+    layer: Linear<f32>,
+}
+
+#[test]
+fn a_part_loads_leniently_and_the_rest_is_reported_not_read() {
+    let dir = folder();
+    save(model(4, 8), dir.path(), 400);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let (part, report) = checkpoint.load_lenient::<OneLayer>().unwrap();
+    assert_eq!(part.layers.layer, model(4, 8).layers[2]);
+    assert!(report.missing.is_empty());
+    let expected: Vec<String> = checkpoint
+        .names()
+        .filter(|n| !n.starts_with("layers.2."))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(report.unexpected, expected);
+    // Strictly, the rest is unexpected: every name, and nothing read.
+    let err = checkpoint.load::<OneLayer>().unwrap_err();
+    let Error::StateDict {
+        missing,
+        unexpected,
+        failed,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(missing.is_empty() && failed.is_empty());
+    assert_eq!(unexpected, &expected);
+}
+
+#[test]
+fn every_problem_known_from_the_headers_is_reported_before_reading() {
+    let dir = folder();
+    save(to_bf16(&model(2, 4)), dir.path(), 300);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    // bfloat16 tensors for float32 fields: errors naming each tensor, as today.
+    let err = checkpoint.load::<Model<f32>>().unwrap_err();
+    let Error::StateDict { failed, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(failed.len(), 2 + 2 * 2 + 1, "{err}");
+    assert!(failed.iter().all(|e| matches!(
+        e,
+        Error::Tensor { error, .. }
+            if **error == Error::DtypeMismatch { expected: DataType::F32, found: DataType::BF16 }
+    )));
+    assert!(err.to_string().contains("tensor `embed`"), "{err}");
+
+    #[derive(FromDLPack, Debug)]
+    struct Wrong {
+        embed: Array1<bf16>,
+        extra: Array1<bf16>,
+    }
+    let err = checkpoint.load::<Wrong>().unwrap_err();
+    let Error::StateDict {
+        missing,
+        unexpected,
+        failed,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(missing, &["extra"]);
+    assert_eq!(unexpected.len(), checkpoint.len() - 1);
+    assert_eq!(
+        failed,
+        &[Error::NdimMismatch {
+            expected: 1,
+            found: 2
+        }
+        .in_tensor("embed")]
+    );
+}
+
+#[test]
+fn floats_convert_on_load_only_when_asked() {
+    let dir = folder();
+    let original = model(2, 6);
+    let stored = to_bf16(&original);
+    save(stored.clone(), dir.path(), 300);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    // As stored.
+    assert_eq!(checkpoint.load::<Model<bf16>>().unwrap(), stored);
+    // bfloat16 to float32: exact, bit for bit.
+    let options = LoadOptions::new().convert_floats(DataType::F32);
+    let wide: Model<f32> = checkpoint.load_with(&options).unwrap();
+    assert_eq!(wide.embed, stored.embed.mapv(bf16::to_f32));
+    assert_eq!(
+        wide.layers[1].weight,
+        stored.layers[1].weight.mapv(bf16::to_f32)
+    );
+    // To float64 and float16 too, and back from float32 to bfloat16.
+    let f64s: Model<f64> = checkpoint
+        .load_with(&LoadOptions::new().convert_floats(DataType::F64))
+        .unwrap();
+    assert_eq!(
+        f64s.layers[0].bias,
+        stored.layers[0].bias.mapv(bf16::to_f64)
+    );
+    let halves: Model<f16> = checkpoint
+        .load_with(&LoadOptions::new().convert_floats(DataType::F16))
+        .unwrap();
+    assert_eq!(
+        halves.head.as_ref().unwrap().weight,
+        stored
+            .head
+            .as_ref()
+            .unwrap()
+            .weight
+            .mapv(|v| f16::from_f32(v.to_f32()))
+    );
+    let dir32 = folder();
+    save(original.clone(), dir32.path(), 300);
+    let narrow: Model<bf16> = Checkpoint::open(dir32.path())
+        .unwrap()
+        .load_with(&LoadOptions::new().convert_floats(DataType::BF16))
+        .unwrap();
+    assert_eq!(narrow, stored);
+    // Integers are read as they are; a conversion to a non-float is an error.
+    let err = checkpoint
+        .load_with::<Model<f32>>(&LoadOptions::new().convert_floats(DataType::I32))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::UnsupportedDtype {
+            dtype: DataType::I32
+        }
+    );
+}
+
+#[test]
+fn integers_and_bools_are_not_converted() {
+    let dir = folder();
+    let batch = TensorBatch::try_from(vec![
+        (
+            "ids",
+            ManagedTensor::from_buffer(vec![1i64, 2, 3], 0, &[3], &[1]).unwrap(),
+        ),
+        (
+            "mask",
+            ManagedTensor::from_buffer(vec![true, false], 0, &[2], &[1]).unwrap(),
+        ),
+        (
+            "x",
+            ManagedTensor::from_buffer(vec![1.5f64, -2.0], 0, &[2], &[1]).unwrap(),
+        ),
+    ])
+    .unwrap();
+    batch.write_checkpoint(dir.path(), 16).unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let options = LoadOptions::new().convert_floats(DataType::F32);
+    let read = checkpoint.read_where_with(|_| true, &options).unwrap();
+    assert_eq!(read.get("ids").unwrap().dtype(), DataType::I64);
+    assert_eq!(
+        read.get("mask").unwrap().as_array::<bool, Ix1>().unwrap(),
+        ndarray::arr1(&[true, false])
+    );
+    assert_eq!(
+        read.get("x").unwrap().as_array::<f32, Ix1>().unwrap(),
+        ndarray::arr1(&[1.5f32, -2.0])
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "tens of megabytes: too slow to interpret")]
+fn large_tensors_are_read_by_several_threads_alike() {
+    let dir = folder();
+    // 3 M floats (12 MB, more than one chunk) and many small tensors.
+    let big = Array1::from_shape_fn(3 << 20, |i| (i % 1000) as f32 - 500.5);
+    let mut batch = TensorBatch::new();
+    batch
+        .insert("big", big.clone().to_dlpack().unwrap())
+        .unwrap();
+    for i in 0..50 {
+        batch
+            .insert(
+                format!("small.{i}"),
+                Array1::from_elem(7, i as f32).to_dlpack().unwrap(),
+            )
+            .unwrap();
+    }
+    batch.write_checkpoint(dir.path(), 1 << 20).unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    for threads in [1, 2, 3, 8] {
+        let options = LoadOptions::new().threads(threads);
+        let read = checkpoint.read_where_with(|_| true, &options).unwrap();
+        assert_eq!(
+            read.get("big").unwrap().as_array::<f32, Ix1>().unwrap(),
+            big
+        );
+        assert_eq!(
+            read.get("small.33")
+                .unwrap()
+                .as_array::<f32, Ix1>()
+                .unwrap()[6],
+            33.0
+        );
+        let converted = checkpoint
+            .read_where_with(|n| n == "big", &options.convert_floats(DataType::BF16))
+            .unwrap();
+        let halves = converted
+            .get("big")
+            .unwrap()
+            .as_array::<bf16, Ix1>()
+            .unwrap();
+        assert_eq!(halves, big.mapv(bf16::from_f32));
+    }
+}
+
+#[test]
+fn a_mapped_checkpoint_takes_each_tensor_from_its_shard() {
+    let dir = folder();
+    save(model(3, 8), dir.path(), 500);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    // SAFETY: nothing modifies the files while the batch lives.
+    let batch = unsafe { checkpoint.map() }.unwrap();
+    assert_eq!(
+        batch.names().collect::<Vec<_>>(),
+        checkpoint.names().collect::<Vec<_>>()
+    );
+    assert_eq!(batch.metadata()["format"], "pt");
+    let mut loaded = Model::<f32>::from_dlpack(batch).unwrap();
+    assert_eq!(loaded, model(3, 8));
+    // Writable, private: the files keep their values.
+    loaded.layers[0].weight[[0, 0]] = 1e9;
+    let again: Model<f32> = Checkpoint::open(dir.path()).unwrap().load().unwrap();
+    assert_eq!(again, model(3, 8));
+}
+
+// The index as the allowlist, and broken checkpoints.
+
+/// A folder with two shards and an index written by hand: `a` in shard 1, `b` in
+/// shard 2; shard 2 also holds an unlisted `a` of other values.
+fn hand_made(dir: &Path, index: &str) {
+    let tensor = |v: f32| Array1::from_elem(4, v).to_dlpack().unwrap();
+    let one = TensorBatch::try_from(vec![("a", tensor(1.0))]).unwrap();
+    one.write_safetensors(dir.join("one.safetensors")).unwrap();
+    let two = TensorBatch::try_from(vec![("b", tensor(2.0)), ("a", tensor(-1.0))]).unwrap();
+    two.write_safetensors(dir.join("two.safetensors")).unwrap();
+    std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+}
+
+const GOOD: &str = r#"{"metadata": {"total_size": 32}, "weight_map": {"a": "one.safetensors", "b": "two.safetensors"}}"#;
+
+#[test]
+fn the_index_is_the_allowlist() {
+    let dir = folder();
+    hand_made(dir.path(), GOOD);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    assert_eq!(checkpoint.names().collect::<Vec<_>>(), ["a", "b"]);
+    for batch in [
+        checkpoint.read_where(|_| true).unwrap(),
+        // SAFETY: nothing modifies the files while the batch lives.
+        unsafe { checkpoint.map() }.unwrap(),
+    ] {
+        assert_eq!(batch.len(), 2);
+        // `a` from the shard the index names, never the other shard's `a`.
+        let a = batch.get("a").unwrap().as_array::<f32, Ix1>().unwrap();
+        assert_eq!(a, ndarray::arr1(&[1.0f32; 4]));
+    }
+    // Unlisted tensors do not exist: listing only `b` hides shard one entirely.
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map": {"b": "two.safetensors"}}"#,
+    )
+    .unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    assert_eq!(checkpoint.names().collect::<Vec<_>>(), ["b"]);
+    assert_eq!(checkpoint.shards().len(), 1);
+}
+
+/// The error of opening `dir` with `index`, and its text.
+fn refused(index: &str) -> (Error, String) {
+    let dir = folder();
+    hand_made(dir.path(), index);
+    let err = Checkpoint::open(dir.path()).unwrap_err();
+    let text = err.to_string();
+    (err, text)
+}
+
+#[test]
+fn broken_indexes_are_typed_errors_naming_the_file_and_tensor() {
+    let cases: &[(&str, Option<&str>, &str)] = &[
+        ("not json", None, "not valid JSON"),
+        (r#"{"metadata": {}}"#, None, "no `weight_map`"),
+        (r#"{"weight_map": {"a": 7}}"#, Some("a"), "its shard is 7"),
+        (
+            r#"{"weight_map": {"a": null}}"#,
+            Some("a"),
+            "its shard is null",
+        ),
+        (
+            r#"{"weight_map": {"a": "../one.safetensors"}}"#,
+            Some("a"),
+            "path separator",
+        ),
+        (
+            r#"{"weight_map": {"a": "/etc/passwd"}}"#,
+            Some("a"),
+            "path separator",
+        ),
+        (
+            r#"{"weight_map": {"a": ".."}}"#,
+            Some("a"),
+            "names a folder",
+        ),
+        (r#"{"weight_map": {"a": ""}}"#, Some("a"), "is empty"),
+        (
+            r#"{"weight_map": {"a": "one.safetensors", "a": "two.safetensors"}}"#,
+            None,
+            "the tensor `a` appears twice",
+        ),
+        (
+            r#"{"weight_map": {"b": "one.safetensors"}}"#,
+            Some("b"),
+            "which does not hold it",
+        ),
+        (
+            r#"{"weight_map": {}, "metadata": []}"#,
+            None,
+            "not an object",
+        ),
+    ];
+    for &(index, tensor, reason) in cases {
+        let (err, text) = refused(index);
+        let Error::InvalidFile {
+            path,
+            tensor: named,
+            ..
+        } = &err
+        else {
+            panic!("{index}: {err:?}")
+        };
+        assert!(
+            path.ends_with("model.safetensors.index.json"),
+            "{index}: {text}"
+        );
+        assert_eq!(named.as_deref(), tensor, "{index}: {text}");
+        assert!(text.contains(reason), "{index}: {text}");
+    }
+}
+
+#[test]
+fn a_shard_outside_the_folder_is_never_opened() {
+    // A real file one level up, under the name the index gives: refused by name.
+    let outer = folder();
+    let dir = outer.path().join("checkpoint");
+    std::fs::create_dir(&dir).unwrap();
+    let batch = TensorBatch::try_from(vec![(
+        "a",
+        Array1::from_elem(2, 5.0f32).to_dlpack().unwrap(),
+    )])
+    .unwrap();
+    batch
+        .write_safetensors(outer.path().join("secret.safetensors"))
+        .unwrap();
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"a": "../secret.safetensors"}}"#,
+    )
+    .unwrap();
+    let err = Checkpoint::open(&dir).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a file name inside the index's folder"),
+        "{err}"
+    );
+}
+
+#[test]
+fn broken_shards_are_typed_errors_naming_the_shard_and_tensor() {
+    // A shard missing: the I/O error of the shard, in the tensor the index places there.
+    let (err, text) = refused(r#"{"weight_map": {"a": "gone.safetensors"}}"#);
+    let Error::Tensor { name, error } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(name, "a");
+    assert!(
+        matches!(&**error, Error::Io { path, kind: std::io::ErrorKind::NotFound, .. } if path.ends_with("gone.safetensors")),
+        "{text}"
+    );
+
+    // A truncated shard, and one whose header is not JSON.
+    for damage in ["truncate", "garble"] {
+        let dir = folder();
+        hand_made(dir.path(), GOOD);
+        let shard = dir.path().join("two.safetensors");
+        let mut bytes = std::fs::read(&shard).unwrap();
+        match damage {
+            "truncate" => bytes.truncate(bytes.len() - 3),
+            _ => bytes[9] = b'!',
+        }
+        std::fs::write(&shard, &bytes).unwrap();
+        let err = Checkpoint::open(dir.path()).unwrap_err();
+        let Error::Tensor { name, error } = &err else {
+            panic!("{damage}: {err:?}")
+        };
+        assert_eq!(name, "b", "{damage}");
+        let Error::InvalidFile { path, .. } = &**error else {
+            panic!("{damage}: {err:?}")
+        };
+        assert_eq!(path, &shard, "{damage}");
+    }
+
+    // A shard cut short after it was opened: the read fails, naming shard and tensor.
+    let dir = folder();
+    hand_made(dir.path(), GOOD);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let shard = dir.path().join("two.safetensors");
+    let len = std::fs::metadata(&shard).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shard)
+        .unwrap()
+        .set_len(len - 20)
+        .unwrap();
+    let err = checkpoint.read_where(|_| true).unwrap_err();
+    let Error::Tensor { name, error } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(name, "b");
+    assert!(
+        matches!(&**error, Error::Io { path, .. } if *path == shard),
+        "{err}"
+    );
+}
+
+#[test]
+fn checkpoints_cannot_be_written_with_tensors_a_file_refuses() {
+    let dir = folder();
+    let batch = TensorBatch::try_from(vec![
+        ("fine", Array1::from_elem(3, 1.0f32).to_dlpack().unwrap()),
+        (
+            "__metadata__",
+            Array1::from_elem(3, 1.0f32).to_dlpack().unwrap(),
+        ),
+    ])
+    .unwrap();
+    let err = batch
+        .write_checkpoint(dir.path().join("out"), 4)
+        .unwrap_err();
+    assert!(err.to_string().contains("__metadata__"), "{err}");
+    // Nothing was written, not even the folder.
+    assert!(!dir.path().join("out").exists());
+}
+
+#[test]
+fn a_model_of_arrays_of_any_rank_loads_with_dynamic_dimensions() {
+    #[derive(FromDLPack)]
+    struct Dynamic {
+        embed: ArrayD<f32>,
+        layers: Vec<BTreeMap<String, ArrayD<f32>>>,
+    }
+    let dir = folder();
+    save(model(2, 3), dir.path(), 100);
+    let (value, report) = Checkpoint::open(dir.path())
+        .unwrap()
+        .load_lenient::<Dynamic>()
+        .unwrap();
+    assert_eq!(value.embed.shape(), &[5, 3]);
+    assert_eq!(value.layers.len(), 2);
+    assert_eq!(
+        value.layers[1]["weight"]
+            .view()
+            .into_dimensionality::<Ix2>()
+            .unwrap(),
+        model(2, 3).layers[1].weight
+    );
+    assert_eq!(report.unexpected, ["head.bias", "head.weight"]);
+}
