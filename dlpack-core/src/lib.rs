@@ -162,6 +162,8 @@ mod device;
 mod dtype;
 mod error;
 pub mod ffi;
+#[cfg(feature = "pyo3")]
+mod interpreter;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
 #[cfg(feature = "pyo3")]

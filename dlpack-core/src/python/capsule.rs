@@ -15,7 +15,7 @@ use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use crate::tensor::{Abi, ManagedTensor, Raw, delete};
 
 use super::adopt::adopt;
-use super::state::{report_unraisable, with_exception_saved};
+use crate::interpreter::{report_unraisable, with_exception_saved};
 
 /// Name of an unconsumed legacy capsule.
 const LEGACY: &CStr = c"dltensor";

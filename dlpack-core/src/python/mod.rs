@@ -262,8 +262,6 @@
 //!   table) and `producer` (the table of [`Tensor`]);
 //! - `numpy`: NumPy arrays read in place;
 //! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches;
-//! - `state`: the interpreter's state around foreign deleters (attached or not, the
-//!   exception in flight, unraisable reports), a leaf;
 //! - `trampoline`: how every C entry point runs Rust code (errors and panics raised as
 //!   exceptions, nothing unwinding into C).
 
@@ -276,14 +274,11 @@ mod export;
 mod fastcall;
 mod import;
 mod numpy;
-mod state;
 mod tensor;
 mod trampoline;
 
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
 pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
-
-pub(crate) use state::release_python_tensor;
 
 #[cfg(doc)]
 use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};

@@ -51,7 +51,7 @@ use crate::ffi::{DLDataTypeCode, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_R
 use crate::tensor::{Desc, ManagedTensor, build};
 
 use super::adopt::adopt;
-use super::state::release_reference;
+use crate::interpreter::release_reference;
 
 /// NumPy's array object up to the fields read here: `PyArrayObject_fields`, whose
 /// first members are the same in NumPy 1.x and 2.x (ABI versions `0x01000009` and

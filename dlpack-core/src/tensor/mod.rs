@@ -486,7 +486,8 @@ impl Drop for ManagedTensor {
             let raw = self.raw();
             // SAFETY: we own the tensor and give it up here, once; the producer allowed
             // any thread to call its deleter.
-            crate::python::release_python_tensor(|| with_abi!(raw, ptr => unsafe { delete(ptr) }));
+            let release = || with_abi!(raw, ptr => unsafe { delete(ptr) });
+            crate::interpreter::release_python_tensor(release);
             return;
         }
         // SAFETY:
