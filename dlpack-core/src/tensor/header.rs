@@ -180,7 +180,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     unsafe { head_field.write(head) };
     core::mem::forget(unfinished);
     // SAFETY: a complete header whose data `describe` vouched for, owned by nobody else.
-    Ok(unsafe { ManagedTensor::adopt(M::raw(header.cast::<M>())) })
+    Ok(unsafe { ManagedTensor::from_raw_unchecked(M::raw(header.cast::<M>())) })
 }
 
 /// A header under construction: on drop (an error or a panic in `describe`) it drops
