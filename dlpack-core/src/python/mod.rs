@@ -252,33 +252,28 @@
 //!
 //! # Layout of this module
 //!
-//! - `error`: [`Error`] to the exception NumPy raises;
-//! - `tensor`: the [`Tensor`] class, and `ManagedTensor`/`TensorBatch` into Python;
-//! - `fastcall`: `Tensor.__dlpack__` as a vectorcall method (where the ABI has it);
-//! - `export`: what a `__dlpack__` call asks for, and the header it gets;
-//! - `capsule`: capsule names, creation, destruction and consumption;
+//! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches; `c_api`
+//!   (imports through a producer's C exchange table), `numpy` (NumPy arrays read in
+//!   place);
+//! - `export`: what a `__dlpack__` call asks for, and the header it gets; `tensor` (the
+//!   [`Tensor`] class, and `ManagedTensor`/`TensorBatch` into Python), `fastcall`
+//!   (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it), `c_api` (the
+//!   C exchange table of [`Tensor`]);
 //! - `adopt`: the one import policy, which every import path calls;
-//! - `c_api`: the DLPack C exchange API, `consumer` (imports through a producer's
-//!   table) and `producer` (the table of [`Tensor`]);
-//! - `numpy`: NumPy arrays read in place;
-//! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches;
+//! - `capsule`: capsule names, creation, destruction and consumption;
+//! - `error`: [`Error`] to the exception NumPy raises;
 //! - `trampoline`: how every C entry point runs Rust code (errors and panics raised as
 //!   exceptions, nothing unwinding into C).
 
 mod adopt;
-mod c_api;
 mod capsule;
 mod error;
 mod export;
-#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
-mod fastcall;
 mod import;
-mod numpy;
-mod tensor;
 mod trampoline;
 
+pub use export::{TENSOR_STUB, Tensor, add_to_module};
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
-pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
 
 #[cfg(doc)]
 use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};

@@ -134,10 +134,10 @@ impl Tensor {
         dl_device: Option<&Bound<'py, PyAny>>,
         copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args = super::export::DlpackArgs {
+        let args = super::DlpackArgs {
             values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
         };
-        super::export::export(py, self.shared_ref(), args.request()?)
+        super::export(py, self.shared_ref(), args.request()?)
     }
 
     /// The DLPack C exchange API (DLPack 1.3): a capsule named `"dlpack_exchange_api"`
@@ -279,7 +279,7 @@ pub fn add_to_module(module: &Bound<'_, PyModule>) -> PyResult<()> {
 /// The typing stub of the [`Tensor`] class (`.pyi` text), for an extension's own stub
 /// file: an extension that adds the class with [`add_to_module`] includes it in
 /// `your_extension.pyi` (which maturin ships when it sits beside `Cargo.toml`).
-pub const TENSOR_STUB: &str = include_str!("../../stubs/tensor.pyi");
+pub const TENSOR_STUB: &str = include_str!("../../../stubs/tensor.pyi");
 
 impl<'py> IntoPyObject<'py> for ManagedTensor {
     type Target = Tensor;

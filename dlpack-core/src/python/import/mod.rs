@@ -1,6 +1,9 @@
 //! Imports: any object with `__dlpack__`, or a raw DLPack capsule, into a
 //! [`ManagedTensor`]; any mapping of them into a [`TensorBatch`].
 
+mod c_api;
+mod numpy;
+
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -20,12 +23,11 @@ use crate::tensor::ManagedTensor;
 
 #[cfg(doc)]
 use super::Tensor;
-use super::c_api::{self, Imported};
 use super::capsule::consume;
 use super::error::{buffer_error, type_name};
 #[cfg(feature = "ndarray")]
 use super::error::{conversion_hint, py_tuple, python_message};
-use super::numpy;
+use c_api::Imported;
 
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
 /// or a raw DLPack capsule, without copying.

@@ -22,10 +22,10 @@ use crate::ffi::{
 };
 use crate::tensor::{ManagedTensor, Raw};
 
-use super::super::adopt::adopt;
-use super::super::error::type_name;
-use super::super::tensor::Tensor;
-use super::producer::own_table;
+use crate::python::Tensor;
+use crate::python::adopt::adopt;
+use crate::python::error::type_name;
+use crate::python::export::own_table;
 
 /// A producer's table of major version 1, with an owning entry.
 #[derive(Clone, Copy)]
@@ -191,7 +191,7 @@ fn find_table(ty: &Bound<'_, PyType>) -> PyResult<Option<(Table, Py<PyAny>)>> {
 }
 
 /// What an import through a C exchange table gave.
-pub(in crate::python) enum Imported {
+pub(super) enum Imported {
     /// The tensor, adopted by the one import policy.
     Tensor(ManagedTensor),
     /// The type has no usable table, or the tensor is not in ordinary host memory
@@ -212,7 +212,7 @@ pub(in crate::python) enum Imported {
 /// entry that failed, or that succeeded with an exception set, is released once and
 /// the failure reported. An exception that is not an `Exception` (`KeyboardInterrupt`,
 /// `SystemExit`) is raised as it is, never retried.
-pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
+pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let Some(found) = table_of(obj)? else {
         return Ok(Imported::NoTable);
     };

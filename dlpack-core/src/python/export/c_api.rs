@@ -20,11 +20,12 @@ use crate::ffi::{
 use crate::layout;
 use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
 
-use super::super::adopt::{Allocation, adopt};
-use super::super::error::type_name;
-use super::super::export::versioned_header;
-use super::super::tensor::Tensor;
-use super::super::trampoline::trampoline;
+use crate::python::adopt::{Allocation, adopt};
+use crate::python::error::type_name;
+use crate::python::trampoline::trampoline;
+
+use super::tensor::Tensor;
+use super::versioned_header;
 
 /// Our table, immutable and alive as long as the process.
 struct OwnTable(DLPackExchangeAPI);
@@ -48,12 +49,12 @@ static TABLE: OwnTable = OwnTable(DLPackExchangeAPI {
 });
 
 /// Our table, for imports of our own [`Tensor`] (whatever anyone did to its capsule).
-pub(super) fn own_table() -> NonNull<DLPackExchangeAPI> {
+pub(in crate::python) fn own_table() -> NonNull<DLPackExchangeAPI> {
     NonNull::from(&TABLE.0)
 }
 
 /// `Tensor.__dlpack_c_exchange_api__`: a capsule over our table (which it does not own).
-pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+pub(super) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let table = ptr::from_ref(&TABLE.0).cast_mut().cast::<c_void>();
     // SAFETY:
     // - `table` is a non-null pointer to a static that lives as long as the process, and

@@ -50,8 +50,8 @@ use crate::dtype::DataType;
 use crate::ffi::{DLDataTypeCode, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::tensor::{Desc, ManagedTensor, build};
 
-use super::adopt::adopt;
 use crate::interpreter::release_reference;
+use crate::python::adopt::adopt;
 
 /// NumPy's array object up to the fields read here: `PyArrayObject_fields`, whose
 /// first members are the same in NumPy 1.x and 2.x (ABI versions `0x01000009` and
