@@ -254,7 +254,9 @@
 //!
 //! - `import`: [`from_dlpack`] and `FromPyObject` for tensors and batches; `c_api`
 //!   (imports through a producer's C exchange table), `numpy` (NumPy arrays read in
-//!   place);
+//!   place: the subclass rule and the read policy);
+//! - `npyffi`: NumPy's C layout (structs, flags, type numbers) and its API table, found
+//!   and checked at run time;
 //! - `export`: what a `__dlpack__` call asks for, and the header it gets; `tensor` (the
 //!   [`Tensor`] class, and `ManagedTensor`/`TensorBatch` into Python), `fastcall`
 //!   (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it), `c_api` (the
@@ -270,6 +272,7 @@ mod capsule;
 mod error;
 mod export;
 mod import;
+mod npyffi;
 mod trampoline;
 
 pub use export::{TENSOR_STUB, Tensor, add_to_module};
