@@ -66,14 +66,15 @@ pub(super) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }.map(Bound::unbind)
 }
 
-/// Runs an entry that the standard calls from an attached thread, through the crate's
-/// one trampoline: 0, or -1 with the error (or a panic) raised as the exception.
+/// Runs the body of an entry that the standard calls from an attached thread, through
+/// the crate's one trampoline, and returns the entry's C status: 0, or -1 with the
+/// error (or a panic) raised as the exception.
 ///
 /// # Safety
 ///
 /// - the calling thread is attached to the interpreter (the standard's calling
 ///   convention for these entries).
-unsafe fn attached(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+unsafe fn run_entry(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: the caller is attached (this function's contract).
     match unsafe { trampoline(body) } {
         Some(()) => 0,
@@ -97,7 +98,7 @@ unsafe extern "C" fn from_object(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `dltensor_from_py_object_no_sync`: a description of a [`Tensor`]'s data, borrowed
@@ -129,7 +130,7 @@ unsafe extern "C" fn borrow_object(py_object: *mut c_void, out: *mut DLTensor) -
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `managed_tensor_to_py_object_no_sync`: a [`Tensor`] that owns `tensor`.
@@ -155,7 +156,7 @@ unsafe extern "C" fn to_object(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `current_work_stream`: this crate runs no device work, so there is no stream to
@@ -171,7 +172,7 @@ unsafe extern "C" fn current_work_stream(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `managed_tensor_allocator`: a zeroed, C-contiguous CPU tensor shaped like

@@ -232,9 +232,9 @@ fn export<'py>(
         return Err(Error::ReadOnlyLegacy.into());
     }
     let header = if request.legacy {
-        header::<DLManagedTensor>(owner, device, flags)
+        header_over::<DLManagedTensor>(owner, device, flags)
     } else {
-        header::<DLManagedTensorVersioned>(owner, device, flags)
+        header_over::<DLManagedTensorVersioned>(owner, device, flags)
     };
     into_capsule(py, header?)
 }
@@ -243,13 +243,13 @@ fn export<'py>(
 /// data and device, with its flags.
 fn versioned_header(shared: &Arc<ManagedTensor>) -> PyResult<ManagedTensor> {
     let flags = shared.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
-    header::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
+    header_over::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
 }
 
 /// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
 /// alive.
 #[inline]
-fn header<M: Abi>(
+fn header_over<M: Abi>(
     owner: Arc<ManagedTensor>,
     device: Device,
     flags: u64,

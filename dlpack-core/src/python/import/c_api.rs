@@ -194,10 +194,14 @@ fn find_table(ty: &Bound<'_, PyType>) -> PyResult<Option<(Table, Py<PyAny>)>> {
 pub(super) enum Imported {
     /// The tensor, adopted by the one import policy.
     Tensor(ManagedTensor),
-    /// The type has no usable table, or the tensor is not in ordinary host memory
-    /// (the table's calls never wait for a device's stream; `__dlpack__` does): import
-    /// by `__dlpack__`.
+    /// The type has no usable table (none, another object, another name, another major
+    /// version, no owning entry): import by `__dlpack__`.
     NoTable,
+    /// The table's entry gave a tensor that this path does not take, released at once:
+    /// one not in ordinary host memory (the table's calls never wait for a device's
+    /// stream; `__dlpack__` does), or a complex one (PyTorch's table does not resolve a
+    /// conjugated view, which its `__dlpack__` refuses). Import by `__dlpack__`.
+    Declined,
     /// The table's entry refused the object, with this exception (a `SystemError` when
     /// it set none): import by `__dlpack__`, which gives the protocol's own error if
     /// it fails too, or raise this one if the object has no `__dlpack__`.
@@ -278,14 +282,14 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
         // (wrong values), where its `__dlpack__` refuses it: complex tensors go through
         // `__dlpack__`, whose answer is the protocol's.
         drop(tensor);
-        return Ok(Imported::NoTable);
+        return Ok(Imported::Declined);
     }
     if tensor.device().device_type != DLDeviceType::kDLCPU {
         // "NoSync": nothing waited for the producer's stream, and pinned or managed
         // memory that the CPU can read may still be written by a device. `__dlpack__`
         // synchronises.
         drop(tensor);
-        return Ok(Imported::NoTable);
+        return Ok(Imported::Declined);
     }
     Ok(Imported::Tensor(tensor))
 }

@@ -155,7 +155,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         }
         match c_api::import(obj)? {
             Imported::Tensor(tensor) => return Ok(tensor),
-            Imported::NoTable => {
+            Imported::NoTable | Imported::Declined => {
                 // The first NumPy array seen, a subclass instance, or another type.
                 if let Some(tensor) = numpy::import(obj)? {
                     return Ok(tensor);
