@@ -70,36 +70,57 @@ pub(super) const SWAPPED: c_char = if cfg!(target_endian = "little") {
     b'<' as c_char
 };
 
+/// NumPy's builtin type numbers (`enum NPY_TYPES` of `ndarraytypes.h`, the same in
+/// NumPy 1.x and 2.x) that NumPy's `__dlpack__` exports as they are, each with its
+/// DLPack type: the one table that [`element_type`] reads. The C integer types have
+/// their size on this platform. Every other type number is absent: `longdouble` (13,
+/// whose export depends on the platform), object, string, datetime, structured and
+/// user types.
+const TYPES: [(c_int, DataType); 16] = [
+    (0, DataType::BOOL),                     // NPY_BOOL
+    (1, DataType::I8),                       // NPY_BYTE
+    (2, DataType::U8),                       // NPY_UBYTE
+    (3, c_integer::<c_short>(SIGNED)),       // NPY_SHORT
+    (4, c_integer::<c_short>(UNSIGNED)),     // NPY_USHORT
+    (5, c_integer::<c_int>(SIGNED)),         // NPY_INT
+    (6, c_integer::<c_int>(UNSIGNED)),       // NPY_UINT
+    (7, c_integer::<c_long>(SIGNED)),        // NPY_LONG
+    (8, c_integer::<c_long>(UNSIGNED)),      // NPY_ULONG
+    (9, c_integer::<c_longlong>(SIGNED)),    // NPY_LONGLONG
+    (10, c_integer::<c_longlong>(UNSIGNED)), // NPY_ULONGLONG
+    (11, DataType::F32),                     // NPY_FLOAT
+    (12, DataType::F64),                     // NPY_DOUBLE
+    (14, DataType::C64),                     // NPY_CFLOAT
+    (15, DataType::C128),                    // NPY_CDOUBLE
+    (23, DataType::F16),                     // NPY_HALF
+];
+
+const SIGNED: DLDataTypeCode = DLDataTypeCode::kDLInt;
+const UNSIGNED: DLDataTypeCode = DLDataTypeCode::kDLUInt;
+
+/// The DLPack type of the C integer type `T` (of at most 16 bytes), signed or not.
+const fn c_integer<T>(code: DLDataTypeCode) -> DataType {
+    DataType::new(code, (size_of::<T>() * 8) as u8, 1)
+}
+
+/// [`TYPES`] indexed by type number, with each type's item size: a lookup is one
+/// bounds check and one load. (A type number of [`TYPES`] beyond this length is a
+/// compile error.)
+const BY_TYPE_NUMBER: [Option<(DataType, usize)>; 24] = {
+    let mut by_number = [None; 24];
+    let mut i = 0;
+    while i < TYPES.len() {
+        let (number, dtype) = TYPES[i];
+        by_number[number as usize] = Some((dtype, dtype.size_in_bytes()));
+        i += 1;
+    }
+    by_number
+};
+
 /// The element type and item size of a builtin NumPy type number that NumPy's
-/// `__dlpack__` exports as it is; `None` for every other (`longdouble`, whose export
-/// depends on the platform, object, string, datetime, structured and user types).
+/// `__dlpack__` exports as it is ([`TYPES`]); `None` for every other.
 pub(super) fn element_type(type_num: c_int) -> Option<(DataType, usize)> {
-    const BOOL: DLDataTypeCode = DLDataTypeCode::kDLBool;
-    const INT: DLDataTypeCode = DLDataTypeCode::kDLInt;
-    const UINT: DLDataTypeCode = DLDataTypeCode::kDLUInt;
-    const FLOAT: DLDataTypeCode = DLDataTypeCode::kDLFloat;
-    const COMPLEX: DLDataTypeCode = DLDataTypeCode::kDLComplex;
-    let (code, bytes) = match type_num {
-        0 => (BOOL, 1),
-        1 => (INT, 1),
-        2 => (UINT, 1),
-        3 => (INT, size_of::<c_short>()),
-        4 => (UINT, size_of::<c_short>()),
-        5 => (INT, size_of::<c_int>()),
-        6 => (UINT, size_of::<c_int>()),
-        7 => (INT, size_of::<c_long>()),
-        8 => (UINT, size_of::<c_long>()),
-        9 => (INT, size_of::<c_longlong>()),
-        10 => (UINT, size_of::<c_longlong>()),
-        11 => (FLOAT, 4),
-        12 => (FLOAT, 8),
-        14 => (COMPLEX, 8),
-        15 => (COMPLEX, 16),
-        23 => (FLOAT, 2),
-        _ => return None,
-    };
-    // At most 16 bytes: the bit count fits `u8`.
-    Some((DataType::new(code, (bytes * 8) as u8, 1), bytes))
+    *BY_TYPE_NUMBER.get(usize::try_from(type_num).ok()?)?
 }
 
 /// NumPy's C API, as far as it is used here.
@@ -266,4 +287,26 @@ fn same_library(_: *const c_void, _: *const c_void) -> bool {
 #[cfg(any(PyPy, GraalPy, Py_GIL_DISABLED))]
 fn find_api(_py: Python<'_>) -> PyResult<Option<Api>> {
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_types_follow_the_table() {
+        for number in -1..=32 {
+            let expected = TYPES.iter().find(|&&(n, _)| n == number);
+            let found = element_type(number);
+            assert_eq!(found.map(|(dtype, _)| dtype), expected.map(|&(_, d)| d));
+            if let Some((dtype, itemsize)) = found {
+                assert_eq!(itemsize * 8, usize::from(dtype.bits()));
+            }
+        }
+        assert_eq!(
+            element_type(7).map(|(d, _)| d.bits()),
+            Some(c_long::BITS as u8)
+        );
+        assert_eq!(element_type(13), None); // longdouble
+    }
 }
