@@ -2,7 +2,8 @@
 //! this thread is attached, the exception in flight kept across a foreign deleter,
 //! unraisable reports. A leaf below the core handle: `ManagedTensor`'s `Drop` calls
 //! [`release_python_tensor`] for a tensor imported from Python, and `python` uses the
-//! rest; nothing here knows about handles, capsules or tables.
+//! rest; nothing here knows about handles, capsules or tables. What this means for
+//! users is stated in "Dropping an import" of `python::from_dlpack`'s docs.
 
 use core::ptr::{self, NonNull};
 

@@ -55,7 +55,7 @@
 //! | `bridge::burn` | [`burn`] flex tensors (feature `burn`): the allocation controller of imports |
 //! | `bridge::safetensors` | weights on disk (feature `safetensors`): [`TensorBatch::read_safetensors`], `map_safetensors`, `write_safetensors`; `header` (the header, read as foreign input) |
 //! | [`batch`], `traits` | [`TensorBatch`] of named tensors and its iterators, the [`ToDLPack`]/[`FromDLPack`] traits and their container impls |
-//! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`): `tensor` (the class), `fastcall` (its `__dlpack__`), `export`, `capsule`, `import`, `adopt` (the one import policy), `state` (the interpreter's state), `trampoline` (every C entry point), `c_api` (the C exchange table: `consumer`, `producer`), `error` |
+//! | [`python`] | `__dlpack__` objects and imports (feature `pyo3`), by direction: `import` (`c_api`: a producer's C exchange table; `numpy`: NumPy arrays read in place), `export` (`tensor`: the class; `fastcall`: its `__dlpack__`; `c_api`: its C exchange table), over `npyffi` (NumPy's C layout), `capsule`, `adopt` (the one import policy), `trampoline` (every C entry point), `error`; the interpreter's state around foreign deleters is the crate-level `interpreter`, below `tensor` |
 //! | `error` | [`Error`], [`Result`], [`ReadOnlyLegacyError`] |
 //!
 //! `unsafe` code lives in `tensor`, `bridge` and `python`, each behind a safe API.

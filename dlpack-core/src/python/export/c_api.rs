@@ -1,5 +1,6 @@
-//! The producer's side of the DLPack C exchange API: our [`Tensor`]'s table, with all
-//! five entries.
+//! The producer half of the DLPack C exchange API: our [`Tensor`]'s table, with all
+//! five entries (what each answers is stated for users in `Tensor`'s docs, "The DLPack
+//! C exchange API").
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};

@@ -1,11 +1,20 @@
-//! The consumer's side of the DLPack C exchange API: a producer's table, found on the
-//! producer's type and cached per type, and the owned import through it.
+//! The consumer half of the DLPack C exchange API: a producer's table, found on the
+//! producer's type and cached per type, and the owned import through it. What it does
+//! for users is stated once, in "The DLPack C exchange API" of `from_dlpack`'s docs;
+//! here, how.
 //!
-//! Only the owning entry is used. The borrowing entry (`dltensor_from_py_object_no_sync`)
-//! describes memory that stays valid "until control returns to Python", which safe Rust
-//! cannot hold a caller to (any code can attach to or detach from the interpreter, and
-//! free-threaded Python has no such moment), so a view from it could outlive the memory;
-//! the owned path costs one small header more.
+//! - **Found once per type.** A small cache holds the type and the capsule; an import in
+//!   progress holds the capsule too, so an entry evicted by another thread meanwhile
+//!   stays alive. The attribute is read through `type`'s own descriptors (`__mro__`,
+//!   `__dict__`), and the table's `prev_api` chain walked to major version 1. Our own
+//!   `Tensor`'s table is the static itself, whatever anyone did to its capsule.
+//! - **Only the owning entry.** The borrowing entry (`dltensor_from_py_object_no_sync`)
+//!   fills a `DLTensor` with no owner and no deleter, valid "until control returns to
+//!   Python", which safe Rust cannot hold a caller to: the code that holds a view may
+//!   run Python code (directly, or by releasing the interpreter to other threads; and
+//!   free-threaded Python has no such moment) that frees or replaces the producer's
+//!   storage, which the owned path survives (PyTorch's owned export keeps a reference
+//!   to the storage).
 
 use core::ptr::{self, NonNull};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,26 +1,20 @@
-//! NumPy arrays read in place: the import of a `numpy.ndarray` without calling its
-//! `__dlpack__`, for the arrays whose `__dlpack__` would give exactly what is read here.
+//! NumPy arrays read in place: the subclass rule and the read policy, as "NumPy arrays"
+//! in `from_dlpack`'s docs states them for users; NumPy's C layout and API table are
+//! [`npyffi`](crate::python::npyffi)'s. The tensor is one header of ours that holds a
+//! strong reference to the array ([`ArrayRef`]).
 //!
-//! NumPy has no DLPack C exchange table, so the protocol path costs a Python call, a
-//! capsule and NumPy's header (allocated, then freed under the GIL) on every import.
-//! Here the array's own C struct ([`npyffi`](crate::python::npyffi)) is read instead,
-//! and the tensor is one header of ours that holds a strong reference to the array.
-//!
-//! - **Only what `__dlpack__` would give as it is.** An array is read here only when
-//!   NumPy's own `__dlpack__` (`numpy/_core/src/multiarray/dlpack.c`) would export it
-//!   as read: a numeric dtype in native byte order (booleans, integers, `float16/32/64`,
-//!   `complex64/128`), strides that are whole elements (or a layout NumPy exports
-//!   without asking), and an outermost base that is not a capsule (an array NumPy made
-//!   from a DLPack tensor reports that tensor's device). Everything else, refusals
-//!   included, goes through `__dlpack__`, so that NumPy itself decides and its errors
-//!   are the ones raised. Rank, shape, strides (bytes divided by the item size, as
-//!   NumPy divides them) and the data pointer are copied into the header; `READ_ONLY`
-//!   is set when the array is not `WRITEABLE`.
-//! - **Only where `__dlpack__` is NumPy's.** An exact `numpy.ndarray` (whose type is
-//!   immutable and whose instances have no `__dict__`), or an instance of a subclass
-//!   whose `obj.__dlpack__` resolves to NumPy's own method bound to `obj` (a subclass
-//!   with its own `__dlpack__`, a `__getattribute__` that answers otherwise, or an
-//!   instance attribute is honoured: its `__dlpack__` is called).
+//! - **What NumPy's `__dlpack__` would give as it is.** [`read`] makes the checks of
+//!   NumPy's own export (`numpy/_core/src/multiarray/dlpack.c`): a type number that
+//!   NumPy exports as it is, native byte order, strides that are whole elements unless
+//!   NumPy exports the layout without asking (C-contiguous, or one element), and an
+//!   outermost base that is not a capsule. Anything else is `None`, so that
+//!   `__dlpack__` runs and NumPy's own errors are raised. Rank, shape, strides (bytes
+//!   divided by the item size, truncated as NumPy divides them) and the data pointer
+//!   are copied into the header; `READ_ONLY` is set when the array is not `WRITEABLE`.
+//! - **Where `__dlpack__` is NumPy's.** An exact `numpy.ndarray` needs no more check
+//!   (its type is immutable and its instances have no `__dict__`); an instance of a
+//!   subclass is read only when `obj.__dlpack__` is NumPy's C function bound to `obj`
+//!   ([`dlpack_is_numpys`]).
 //! - **The same policy.** The tensor goes through [`adopt`] like every import: shared,
 //!   `READ_ONLY` when the array is. Its owner releases the array on any thread, attaching
 //!   through CPython's GIL-state API where the thread is not attached.
