@@ -104,6 +104,8 @@ mod dtype;
 mod error;
 pub mod ffi;
 pub mod guide;
+#[cfg(feature = "pyo3")]
+mod interpreter;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
 #[cfg(feature = "pyo3")]

@@ -56,7 +56,7 @@ fn describes_its_allocation(tensor: &ManagedTensor) -> bool {
 pub(super) unsafe fn adopt(raw: Raw) -> PyResult<ManagedTensor> {
     // SAFETY: the caller hands over the tensor; it is marked shared below before any
     // view can be made, unless the rules above make it exclusive.
-    let tensor = unsafe { ManagedTensor::adopt(raw) };
+    let tensor = unsafe { ManagedTensor::from_raw_unchecked(raw) };
     if let Raw::Versioned(ptr) = raw {
         // SAFETY: readable and aligned (the contract); `version` is in the prefix that
         // every major version keeps.

@@ -1,6 +1,18 @@
 //! DLPack capsules: their names, creation, destruction (the specification's destructor,
-//! hardened against tampering) and consumption, and how deleters that may run Python
-//! code are called.
+//! hardened against tampering) and consumption. What a capsule promises is stated for
+//! users in `Tensor`'s docs ("Capsules") and `from_dlpack`'s; here, how it is kept.
+//! (What a deleter that may run Python code needs from the interpreter is
+//! `crate::interpreter`'s.)
+//!
+//! Capsules are made with `PyCapsule_New` and static names, and their context set to
+//! the tensor's pointer. The destructor calls the DLPack deleter only while the capsule
+//! still has its unconsumed name (`dltensor` or `dltensor_versioned`) and that pointer,
+//! as the DLPack Python specification's reference code does, and never hands the dying
+//! capsule to Python (an unraisable hook that took a reference would run it again). On
+//! import, a capsule is renamed `used_dltensor[_versioned]` under its lock, immediately
+//! before ownership passes to the new [`ManagedTensor`] (whose `Drop` calls the
+//! deleter); a versioned capsule of another major version is left unrenamed, so that
+//! its producer's destructor frees it.
 
 use core::ffi::{CStr, c_void};
 use core::ptr::NonNull;
@@ -15,7 +27,7 @@ use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use crate::tensor::{Abi, ManagedTensor, Raw, delete};
 
 use super::adopt::adopt;
-use super::state::{report_unraisable, with_exception_saved};
+use crate::interpreter::{report_unraisable, with_exception_saved};
 
 /// Name of an unconsumed legacy capsule.
 const LEGACY: &CStr = c"dltensor";

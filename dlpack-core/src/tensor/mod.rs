@@ -226,7 +226,7 @@ impl ManagedTensor {
     fn checked(raw: Raw) -> Result<Self> {
         // SAFETY: `from_raw`'s caller hands over a valid header (and the version of a
         // versioned one was checked).
-        unsafe { Self::adopt(raw) }.check()
+        unsafe { Self::from_raw_unchecked(raw) }.check()
     }
 
     /// Checks what `from_raw` checks of the header; on error the handle is dropped (the
@@ -253,7 +253,7 @@ impl ManagedTensor {
     /// - `raw` satisfies the requirements of [`from_raw`](Self::from_raw) (of a
     ///   versioned tensor, the major version is 1), except that nobody else needs to
     ///   stay away from the data if the handle is marked shared before any view is made.
-    pub(crate) unsafe fn adopt(raw: Raw) -> Self {
+    pub(crate) unsafe fn from_raw_unchecked(raw: Raw) -> Self {
         let (ptr, kind) = match raw {
             Raw::Versioned(ptr) => (ptr.cast(), Kind(0)),
             Raw::Legacy(ptr) => (ptr.cast(), Kind(Kind::LEGACY)),
@@ -490,7 +490,8 @@ impl Drop for ManagedTensor {
             let raw = self.raw();
             // SAFETY: we own the tensor and give it up here, once; the producer allowed
             // any thread to call its deleter.
-            crate::python::release_python_tensor(|| with_abi!(raw, ptr => unsafe { delete(ptr) }));
+            let release = || with_abi!(raw, ptr => unsafe { delete(ptr) });
+            crate::interpreter::release_python_tensor(release);
             return;
         }
         // SAFETY:

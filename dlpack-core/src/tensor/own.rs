@@ -182,7 +182,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
     core::mem::forget(unfinished);
     // SAFETY: a complete block, starting with its header, whose data `describe` vouched
     // for, owned by nobody else.
-    Ok(unsafe { ManagedTensor::adopt(M::raw(block.cast::<M>())) })
+    Ok(unsafe { ManagedTensor::from_raw_unchecked(M::raw(block.cast::<M>())) })
 }
 
 /// A block under construction: on drop (an error or a panic in `describe`) it drops

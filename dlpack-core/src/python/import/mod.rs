@@ -1,6 +1,9 @@
 //! Imports: any object with `__dlpack__`, or a raw DLPack capsule, into a
 //! [`ManagedTensor`]; any mapping of them into a [`TensorBatch`].
 
+mod c_api;
+mod numpy;
+
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -20,32 +23,124 @@ use crate::tensor::ManagedTensor;
 
 #[cfg(doc)]
 use super::Tensor;
-use super::c_api::{self, Imported};
 use super::capsule::consume;
 use super::error::{buffer_error, type_name};
 #[cfg(feature = "ndarray")]
 use super::error::{conversion_hint, py_tuple, python_message};
-use super::numpy;
+use c_api::Imported;
 
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, JAX, CuPy, a [`Tensor`], ...)
 /// or a raw DLPack capsule, without copying.
 ///
 /// When the object's type publishes the DLPack C exchange API
 /// (`type(obj).__dlpack_c_exchange_api__`: PyTorch 2.10 and later, a [`Tensor`]), the
-/// tensor comes from one C call, with no Python call at all. A NumPy array that NumPy's
-/// `__dlpack__` would export as it is, is read in place, with no call (see "NumPy
-/// arrays" in the [module documentation](crate::python)). Otherwise this calls
-/// `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()` if that raises
-/// `TypeError` (producers that predate DLPack 1.0); either capsule kind is accepted in
-/// return, whatever was asked. The tensor is not validated beyond its header: views
-/// (`as_array`) check dtype, device and layout. Errors: `TypeError` for an object that
-/// is neither a capsule nor has `__dlpack__`, or a capsule of another kind;
-/// `BufferError` for a versioned capsule of an unsupported major version; `ValueError`
-/// for a capsule that was already consumed; whatever the producer raised.
+/// tensor comes from one C call, with no Python call at all (see
+/// [below](#the-dlpack-c-exchange-api)). A NumPy array that NumPy's `__dlpack__` would
+/// export as it is, is read in place, with no call (see [below](#numpy-arrays)).
+/// Otherwise this calls `obj.__dlpack__(max_version=(1, 3))`, and `obj.__dlpack__()`
+/// if that raises `TypeError` (producers that predate DLPack 1.0); either capsule kind
+/// is accepted in return, whatever was asked. The tensor is not validated beyond its
+/// header: views (`as_array`) check dtype, device and layout. Errors: `TypeError` for
+/// an object that is neither a capsule nor has `__dlpack__`, or a capsule of another
+/// kind; `BufferError` for a versioned capsule of an unsupported major version (left
+/// unconsumed, so that its producer frees it); `ValueError` for a capsule that was
+/// already consumed; whatever the producer raised.
 ///
 /// The same as `obj.extract::<ManagedTensor>()`. The tensor is shared (no mutable
-/// views): the producer keeps its own handle to the memory. See "Soundness of imports"
-/// in the [module documentation](crate::python).
+/// views): the producer keeps its own handle to the memory (see
+/// [below](#soundness)).
+///
+/// # Soundness
+///
+/// Imports follow the crate's one rule (see "Import safety" in the
+/// [crate documentation](crate#import-safety)), the same on every path (a capsule, a
+/// producer's C exchange table, a NumPy array read in place, our table's "to object"
+/// entry): a tensor imported from Python is *shared*, since the producer keeps its own
+/// handle (the NumPy array, the torch tensor, a [`Tensor`] exported twice), so it gives
+/// read-only views only and `as_array_mut` is an [`Error::NotExclusive`]. It is
+/// exclusive only when its producer flagged it `IS_COPIED` (a copy made for this
+/// consumer alone: NumPy's and this crate's `copy=True`) or when it comes from our own
+/// table's allocator. Asking for `copy=True` proves nothing by itself (PyTorch copies
+/// without the flag, and a wrapper, or Python code that replaced a method, may ignore
+/// the keyword), so such an import stays shared unless flagged. Like every DLPack
+/// consumer, an import trusts the protocol: a capsule named `dltensor_versioned` or
+/// `dltensor` (or a table's entry) must hold a valid managed tensor whose memory stays
+/// valid until its deleter runs; the header is checked, and views check layout, dtype
+/// and device.
+///
+/// Capsules are consumed under the capsule's lock (a critical section), so one capsule
+/// imported by this crate from several threads at once goes to exactly one of them. On
+/// a build with a GIL that excludes every other consumer too; on a free-threaded build
+/// it excludes only consumers that take the same lock (not, say, PyTorch's own
+/// `from_dlpack`): do not hand one capsule to two consumers at once.
+///
+/// # Dropping an import
+///
+/// A foreign deleter may run Python code: dropping a tensor imported from Python on a
+/// thread attached to the interpreter keeps the interpreter's exception state as it
+/// was, and an exception that a deleter leaves set is reported as unraisable. On a
+/// thread that is not attached, the deleter runs as it is and takes the GIL itself if
+/// it needs Python, as NumPy's and PyTorch's do. Our own headers' deleters never touch
+/// Python. Under the stable ABI, where whether a thread is attached can be read only
+/// on Unix, dropping elsewhere attaches to the interpreter, so a thread that drops a
+/// foreign import while another holds the GIL and waits for it blocks (as it would in
+/// NumPy's own deleter).
+///
+/// # NumPy arrays
+///
+/// NumPy has no C exchange table, so its `__dlpack__` would cost a Python call, a
+/// capsule and a header allocated and freed under the GIL per import. Instead, an
+/// import of a `numpy.ndarray` reads the array's own C struct, as NumPy's C API defines
+/// it (the fields NumPy 1.x and 2.x share), found at run time through NumPy's own API
+/// capsule in `sys.modules`: nothing is linked, NumPy is never imported by this crate,
+/// and without NumPy nothing changes. The tensor is one header of ours holding a strong
+/// reference to the array, released on any thread.
+///
+/// It is exactly what `__dlpack__` would give: an array is read in place only when
+/// NumPy's `__dlpack__` would export it as it is (booleans, integers, `float16/32/64`,
+/// `complex64/128` in native byte order; strides in whole elements, divided as NumPy
+/// divides them; not an array NumPy made from a DLPack tensor, whose device NumPy
+/// reports); `READ_ONLY` when the array is not writeable. The header is versioned
+/// (DLPack 1.3) and always carries strides, as DLPack 1.2 asks: on NumPy 1.x, whose
+/// `__dlpack__` answers with a legacy header without strides for contiguous arrays and
+/// refuses read-only arrays, the import describes the same elements at the same
+/// addresses, and reads read-only arrays, flagged. Anything else (object, string,
+/// structured, datetime, `longdouble`, byte-swapped data, strides that are not whole
+/// elements, ...) goes through `__dlpack__`, so NumPy decides and its own errors are
+/// raised. A subclass is read in place only while `obj.__dlpack__` is NumPy's own
+/// method bound to `obj` (`np.matrix`, `np.memmap`, a subclass that does not override
+/// it); a `__dlpack__` of its own, an instance attribute or a `__getattribute__` that
+/// answers otherwise is called. NumPy's ABI version is checked once (1.x from 1.25, or
+/// 2.x); any other NumPy, PyPy and free-threaded builds use `__dlpack__`. Options
+/// ([`from_dlpack_with`]) always go through `__dlpack__`.
+///
+/// # The DLPack C exchange API
+///
+/// A producer's table (a capsule named `"dlpack_exchange_api"`) is looked up once per
+/// type, and the tensor taken with one call of its owning entry,
+/// `managed_tensor_from_py_object_no_sync`. The table counts only where the standard
+/// ties it to the type: in the own `__dict__` of a type of `type(obj).__mro__` (no
+/// metaclass `__getattr__` or property runs). An error of that look-up (a
+/// `KeyboardInterrupt`, a `MemoryError`) is raised, not cached. A type without a usable
+/// table (none, another object, another name, another major version, a NULL entry) is
+/// imported by `__dlpack__`, as is a tensor anywhere but in ordinary host memory (the
+/// table's calls never synchronise streams, and pinned or managed memory may still be
+/// written by a device; `__dlpack__` synchronises), and a complex one (PyTorch's table
+/// exports a conjugated view without resolving it, where its `__dlpack__` refuses it).
+///
+/// An entry that refuses the object (-1) leaves the answer to `__dlpack__`, so that a
+/// failure is the protocol's own exception whatever the path (the entry's own
+/// exception, or a `SystemError` if it set none, when the object has no `__dlpack__`;
+/// a `KeyboardInterrupt` or another exception that is not an `Exception` is raised at
+/// once). An entry that succeeds with an exception set, or with no tensor, is an
+/// error. Every tensor an entry hands over, on success or not, is released exactly
+/// once. [`from_dlpack_with`] with options always calls `__dlpack__`, whose keywords
+/// carry them.
+///
+/// The borrowing entry (`dltensor_from_py_object_no_sync`) is never used: it describes
+/// memory valid "until control returns to Python", which a safe Rust view cannot be
+/// held to. The owned path costs one header, and is still faster than a `__dlpack__`
+/// call.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, ImportOptions::new())
 }
@@ -153,7 +248,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         }
         match c_api::import(obj)? {
             Imported::Tensor(tensor) => return Ok(tensor),
-            Imported::NoTable => {
+            Imported::NoTable | Imported::Declined => {
                 // The first NumPy array seen, a subclass instance, or another type.
                 if let Some(tensor) = numpy::import(obj)? {
                     return Ok(tensor);

@@ -1,5 +1,6 @@
-//! The producer's side of the DLPack C exchange API: our [`Tensor`]'s table, with all
-//! five entries.
+//! The producer half of the DLPack C exchange API: our [`Tensor`]'s table, with all
+//! five entries (what each answers is stated for users in `Tensor`'s docs, "The DLPack
+//! C exchange API").
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
@@ -20,11 +21,12 @@ use crate::ffi::{
 use crate::layout;
 use crate::tensor::{AlignedBytes, ManagedTensor, Raw};
 
-use super::super::adopt::{Allocation, adopt};
-use super::super::error::type_name;
-use super::super::export::versioned_header;
-use super::super::tensor::Tensor;
-use super::super::trampoline::trampoline;
+use crate::python::adopt::{Allocation, adopt};
+use crate::python::error::type_name;
+use crate::python::trampoline::trampoline;
+
+use super::tensor::Tensor;
+use super::versioned_header;
 
 /// Our table, immutable and alive as long as the process.
 struct OwnTable(DLPackExchangeAPI);
@@ -48,12 +50,12 @@ static TABLE: OwnTable = OwnTable(DLPackExchangeAPI {
 });
 
 /// Our table, for imports of our own [`Tensor`] (whatever anyone did to its capsule).
-pub(super) fn own_table() -> NonNull<DLPackExchangeAPI> {
+pub(in crate::python) fn own_table() -> NonNull<DLPackExchangeAPI> {
     NonNull::from(&TABLE.0)
 }
 
 /// `Tensor.__dlpack_c_exchange_api__`: a capsule over our table (which it does not own).
-pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
+pub(super) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let table = ptr::from_ref(&TABLE.0).cast_mut().cast::<c_void>();
     // SAFETY:
     // - `table` is a non-null pointer to a static that lives as long as the process, and
@@ -65,14 +67,15 @@ pub(in crate::python) fn table_capsule(py: Python<'_>) -> PyResult<Py<PyAny>> {
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }.map(Bound::unbind)
 }
 
-/// Runs an entry that the standard calls from an attached thread, through the crate's
-/// one trampoline: 0, or -1 with the error (or a panic) raised as the exception.
+/// Runs the body of an entry that the standard calls from an attached thread, through
+/// the crate's one trampoline, and returns the entry's C status: 0, or -1 with the
+/// error (or a panic) raised as the exception.
 ///
 /// # Safety
 ///
 /// - the calling thread is attached to the interpreter (the standard's calling
 ///   convention for these entries).
-unsafe fn attached(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+unsafe fn run_entry(body: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: the caller is attached (this function's contract).
     match unsafe { trampoline(body) } {
         Some(()) => 0,
@@ -96,7 +99,7 @@ unsafe extern "C" fn from_object(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `dltensor_from_py_object_no_sync`: a description of a [`Tensor`]'s data, borrowed
@@ -128,7 +131,7 @@ unsafe extern "C" fn borrow_object(py_object: *mut c_void, out: *mut DLTensor) -
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `managed_tensor_to_py_object_no_sync`: a [`Tensor`] that owns `tensor`.
@@ -154,7 +157,7 @@ unsafe extern "C" fn to_object(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `current_work_stream`: this crate runs no device work, so there is no stream to
@@ -170,7 +173,7 @@ unsafe extern "C" fn current_work_stream(
         Ok(())
     };
     // SAFETY: the standard calls the entries from an attached thread.
-    unsafe { attached(body) }
+    unsafe { run_entry(body) }
 }
 
 /// `managed_tensor_allocator`: a zeroed, C-contiguous CPU tensor shaped like

@@ -15,9 +15,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
 use pyo3::{PyTypeInfo, ffi};
 
-use super::export::{DlpackArgs, export};
+use crate::python::trampoline::trampoline;
+
 use super::tensor::Tensor;
-use super::trampoline::trampoline;
+use super::{DlpackArgs, export};
 
 /// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
 const DLPACK_DOC: &CStr =

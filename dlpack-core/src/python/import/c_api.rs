@@ -1,11 +1,20 @@
-//! The consumer's side of the DLPack C exchange API: a producer's table, found on the
-//! producer's type and cached per type, and the owned import through it.
+//! The consumer half of the DLPack C exchange API: a producer's table, found on the
+//! producer's type and cached per type, and the owned import through it. What it does
+//! for users is stated once, in "The DLPack C exchange API" of `from_dlpack`'s docs;
+//! here, how.
 //!
-//! Only the owning entry is used. The borrowing entry (`dltensor_from_py_object_no_sync`)
-//! describes memory that stays valid "until control returns to Python", which safe Rust
-//! cannot hold a caller to (any code can attach to or detach from the interpreter, and
-//! free-threaded Python has no such moment), so a view from it could outlive the memory;
-//! the owned path costs one small header more.
+//! - **Found once per type.** A small cache holds the type and the capsule; an import in
+//!   progress holds the capsule too, so an entry evicted by another thread meanwhile
+//!   stays alive. The attribute is read through `type`'s own descriptors (`__mro__`,
+//!   `__dict__`), and the table's `prev_api` chain walked to major version 1. Our own
+//!   `Tensor`'s table is the static itself, whatever anyone did to its capsule.
+//! - **Only the owning entry.** The borrowing entry (`dltensor_from_py_object_no_sync`)
+//!   fills a `DLTensor` with no owner and no deleter, valid "until control returns to
+//!   Python", which safe Rust cannot hold a caller to: the code that holds a view may
+//!   run Python code (directly, or by releasing the interpreter to other threads; and
+//!   free-threaded Python has no such moment) that frees or replaces the producer's
+//!   storage, which the owned path survives (PyTorch's owned export keeps a reference
+//!   to the storage).
 
 use core::ptr::{self, NonNull};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -22,10 +31,10 @@ use crate::ffi::{
 };
 use crate::tensor::{ManagedTensor, Raw};
 
-use super::super::adopt::adopt;
-use super::super::error::type_name;
-use super::super::tensor::Tensor;
-use super::producer::own_table;
+use crate::python::Tensor;
+use crate::python::adopt::adopt;
+use crate::python::error::type_name;
+use crate::python::export::own_table;
 
 /// A producer's table of major version 1, with an owning entry.
 #[derive(Clone, Copy)]
@@ -191,13 +200,17 @@ fn find_table(ty: &Bound<'_, PyType>) -> PyResult<Option<(Table, Py<PyAny>)>> {
 }
 
 /// What an import through a C exchange table gave.
-pub(in crate::python) enum Imported {
+pub(super) enum Imported {
     /// The tensor, adopted by the one import policy.
     Tensor(ManagedTensor),
-    /// The type has no usable table, or the tensor is not in ordinary host memory
-    /// (the table's calls never wait for a device's stream; `__dlpack__` does): import
-    /// by `__dlpack__`.
+    /// The type has no usable table (none, another object, another name, another major
+    /// version, no owning entry): import by `__dlpack__`.
     NoTable,
+    /// The table's entry gave a tensor that this path does not take, released at once:
+    /// one not in ordinary host memory (the table's calls never wait for a device's
+    /// stream; `__dlpack__` does), or a complex one (PyTorch's table does not resolve a
+    /// conjugated view, which its `__dlpack__` refuses). Import by `__dlpack__`.
+    Declined,
     /// The table's entry refused the object, with this exception (a `SystemError` when
     /// it set none): import by `__dlpack__`, which gives the protocol's own error if
     /// it fails too, or raise this one if the object has no `__dlpack__`.
@@ -212,7 +225,7 @@ pub(in crate::python) enum Imported {
 /// entry that failed, or that succeeded with an exception set, is released once and
 /// the failure reported. An exception that is not an `Exception` (`KeyboardInterrupt`,
 /// `SystemExit`) is raised as it is, never retried.
-pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
+pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
     let Some(found) = table_of(obj)? else {
         return Ok(Imported::NoTable);
     };
@@ -278,14 +291,14 @@ pub(in crate::python) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
         // (wrong values), where its `__dlpack__` refuses it: complex tensors go through
         // `__dlpack__`, whose answer is the protocol's.
         drop(tensor);
-        return Ok(Imported::NoTable);
+        return Ok(Imported::Declined);
     }
     if tensor.device().device_type != DLDeviceType::kDLCPU {
         // "NoSync": nothing waited for the producer's stream, and pinned or managed
         // memory that the CPU can read may still be written by a device. `__dlpack__`
         // synchronises.
         drop(tensor);
-        return Ok(Imported::NoTable);
+        return Ok(Imported::Declined);
     }
     Ok(Imported::Tensor(tensor))
 }

@@ -1,6 +1,11 @@
 //! One `__dlpack__` call: what it asks for ([`Request`]), and the header it gets (over
 //! the tensor's own data, or over a copy).
 
+mod c_api;
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
+mod fastcall;
+mod tensor;
+
 use std::sync::Arc;
 
 use ndarray::IxDyn;
@@ -19,8 +24,11 @@ use crate::layout;
 use crate::tensor::{Abi, Desc, ManagedTensor, build};
 use crate::traits::ToDLPack;
 
-use super::capsule::into_capsule;
-use super::error::{buffer_error, type_name};
+use crate::python::capsule::into_capsule;
+use crate::python::error::{buffer_error, type_name};
+
+pub(super) use c_api::own_table;
+pub use tensor::{TENSOR_STUB, Tensor, add_to_module};
 
 /// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
 fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {
@@ -98,8 +106,8 @@ fn not_two_integers() -> PyErr {
 /// The keyword arguments of one `__dlpack__` call, `None` where absent: `stream`,
 /// `max_version`, `dl_device`, `copy`.
 #[derive(Default)]
-pub(super) struct DlpackArgs<'a, 'py> {
-    pub(super) values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
+struct DlpackArgs<'a, 'py> {
+    values: [Option<Borrowed<'a, 'py, PyAny>>; 4],
 }
 
 impl<'a, 'py> DlpackArgs<'a, 'py> {
@@ -107,7 +115,7 @@ impl<'a, 'py> DlpackArgs<'a, 'py> {
     /// `max_version` and `dl_device` `None` or a tuple of two integers, `copy` `None` or
     /// a `bool`.
     #[inline]
-    pub(super) fn request(&self) -> PyResult<Request> {
+    fn request(&self) -> PyResult<Request> {
         let given = |slot: usize| self.values[slot].filter(|v| !v.is_none());
         let [stream, max_version, dl_device, copy] = [0, 1, 2, 3].map(given);
         let stream: Option<i64> = stream.map(|v| stream_value(&v)).transpose()?;
@@ -125,7 +133,7 @@ impl<'a, 'py> DlpackArgs<'a, 'py> {
 
 /// What a `__dlpack__` caller asked for.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Request {
+struct Request {
     stream: Option<i64>,
     legacy: bool,
     dl_device: Option<Device>,
@@ -169,7 +177,7 @@ fn check_stream(device: Device, stream: Option<i64>) -> PyResult<()> {
 /// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
 /// capsule.
 #[inline]
-pub(super) fn export<'py>(
+fn export<'py>(
     py: Python<'py>,
     shared: &Arc<ManagedTensor>,
     request: Request,
@@ -224,24 +232,24 @@ pub(super) fn export<'py>(
         return Err(Error::ReadOnlyLegacy.into());
     }
     let header = if request.legacy {
-        header::<DLManagedTensor>(owner, device, flags)
+        header_over::<DLManagedTensor>(owner, device, flags)
     } else {
-        header::<DLManagedTensorVersioned>(owner, device, flags)
+        header_over::<DLManagedTensorVersioned>(owner, device, flags)
     };
     into_capsule(py, header?)
 }
 
 /// The header `__dlpack__(max_version=(1, 3))` gives: versioned, over the tensor's own
 /// data and device, with its flags.
-pub(super) fn versioned_header(shared: &Arc<ManagedTensor>) -> PyResult<ManagedTensor> {
+fn versioned_header(shared: &Arc<ManagedTensor>) -> PyResult<ManagedTensor> {
     let flags = shared.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
-    header::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
+    header_over::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
 }
 
 /// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
 /// alive.
 #[inline]
-fn header<M: Abi>(
+fn header_over<M: Abi>(
     owner: Arc<ManagedTensor>,
     device: Device,
     flags: u64,

@@ -1,7 +1,9 @@
 //! The interpreter's state around code that may run Python code behind our back: whether
 //! this thread is attached, the exception in flight kept across a foreign deleter,
-//! unraisable reports. A leaf: the core handle's `Drop` calls
-//! [`release_python_tensor`], and nothing here knows about capsules or tables.
+//! unraisable reports. A leaf below the core handle: `ManagedTensor`'s `Drop` calls
+//! [`release_python_tensor`] for a tensor imported from Python, and `python` uses the
+//! rest; nothing here knows about handles, capsules or tables. What this means for
+//! users is stated in "Dropping an import" of `python::from_dlpack`'s docs.
 
 use core::ptr::{self, NonNull};
 
@@ -168,7 +170,7 @@ pub(crate) fn release_python_tensor(release: impl FnOnce()) {
 /// attaching to the interpreter first ([`with_gil_state`]) on a thread that is not (or
 /// may not be) attached. After the interpreter has finalised the reference is left, as
 /// NumPy's own deleter leaves it.
-pub(super) fn release_reference(obj: NonNull<ffi::PyObject>) {
+pub(crate) fn release_reference(obj: NonNull<ffi::PyObject>) {
     // SAFETY: a strong reference that the caller gives up, released once, on a thread
     // attached to the interpreter (each call site below).
     let release = || unsafe { ffi::Py_DECREF(obj.as_ptr()) };
@@ -226,7 +228,7 @@ fn with_gil_state<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
 /// It uses the C API rather than `PyErr::take`, which resumes a Rust panic when it
 /// takes a `PanicException`: a destructor cannot unwind.
 #[inline]
-pub(super) fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
+pub(crate) fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
     let _ = py;
     // SAFETY: the thread is attached (`py`).
     let saved = if unsafe { ffi::PyErr_Occurred() }.is_null() {
@@ -248,7 +250,7 @@ pub(super) fn with_exception_saved(py: Python<'_>, f: impl FnOnce()) {
 }
 
 /// Reports `message` as an unraisable `RuntimeError` (printed by `sys.unraisablehook`).
-pub(super) fn report_unraisable(py: Python<'_>, message: String) {
+pub(crate) fn report_unraisable(py: Python<'_>, message: String) {
     PyRuntimeError::new_err(message).write_unraisable(py, None);
 }
 

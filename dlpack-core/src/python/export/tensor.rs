@@ -18,7 +18,7 @@ use crate::tensor::ManagedTensor;
 /// Made by returning a [`ManagedTensor`] to Python, or with [`Tensor::new`]. Every
 /// `__dlpack__` call makes a new capsule that shares the data and keeps it alive; the
 /// tensor's deleter runs when the object and every capsule and consumer array made from
-/// it are gone. See the [module documentation](crate::python) for the protocol details.
+/// it are gone.
 ///
 /// Python attributes: `shape` and `strides` (tuples; `strides` in elements, `None` if the
 /// producer gave none), `ndim`, `dtype` (a NumPy-style name such as `"float32"`),
@@ -33,6 +33,73 @@ use crate::tensor::ManagedTensor;
 /// A `Tensor` cannot be pickled or copied with `copy`: it shares memory with its
 /// producer, which another process cannot reach. Pickling it is a `TypeError` that says
 /// to copy it into an array first (`numpy.from_dlpack(t, copy=True)`).
+///
+/// # The `__dlpack__` protocol
+///
+/// `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)` follows the
+/// Python array API standard:
+///
+/// - `max_version` of `None` or a major version below 1 gets a legacy `"dltensor"`
+///   capsule (`DLManagedTensor`; JAX asks this way), anything else a
+///   `"dltensor_versioned"` capsule (`DLManagedTensorVersioned`, version 1.3) carrying
+///   the tensor's `READ_ONLY` flag.
+/// - `copy=True` copies into a fresh C-order buffer (flagged `IS_COPIED` in a versioned
+///   capsule); `copy=False` never copies; `copy=None` copies only when it must: a
+///   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only.
+///   With `copy=False` that case is a `BufferError`, as in NumPy.
+/// - `stream` must be `None` for a CPU tensor: anything else is a `RuntimeError`, as
+///   NumPy 2 raises (PyTorch accepts `-1` and fails an assertion otherwise; the
+///   standard names no exception). For a device tensor it is an integer that the
+///   standard allows for that device (CUDA: `-1`, `1`, `2` or a stream handle, not
+///   `0`; ROCm: `-1`, `0` or a handle; other devices: none), else a `BufferError`. No
+///   work follows: the producer of a device tensor made its data ready before wrapping
+///   it (the contract of `from_raw` and `from_owner`), so it is ready on every stream.
+/// - `dl_device` may be `None`, the tensor's own device, or `(1, 0)` (CPU) when the CPU
+///   can access the memory; anything else is a `BufferError`.
+/// - `__dlpack_device__()` returns the tensor's own `(device_type, device_id)`. A tensor
+///   on a device the CPU cannot access exports fine as long as no copy is needed.
+///
+/// A shared export (no copy) does not carry `IS_COPIED`, even if the tensor had it: the
+/// capsule's consumer shares the memory with every other consumer of the same object.
+///
+/// An export costs what NumPy's own costs (one allocation, one reference count, one
+/// capsule): `__dlpack__` is a method like those of CPython's own types, which reads
+/// its four keywords itself.
+///
+/// # Capsules
+///
+/// A capsule's destructor frees its tensor only if no consumer took it, as the DLPack
+/// Python specification says, so every deleter runs exactly once whether the capsule
+/// is consumed or not. A capsule that a consumer tampered with (renamed to anything but
+/// its two DLPack names without being consumed, or with its pointer replaced) is never
+/// freed on a guess: its tensor is leaked and the problem reported as an unraisable
+/// `RuntimeError`.
+///
+/// Deleters may run on any thread. The deleter of a capsule made here only drops a
+/// reference count and never needs the GIL; when that frees a tensor imported from
+/// Python, the producer's own deleter takes the GIL itself (NumPy's and PyTorch's do).
+///
+/// # The DLPack C exchange API
+///
+/// `Tensor.__dlpack_c_exchange_api__` (DLPack 1.3) is a capsule named
+/// `"dlpack_exchange_api"` over the type's table of C functions, through which C-level
+/// consumers import a `Tensor` without a Python call:
+///
+/// - `managed_tensor_from_py_object_no_sync`: a new versioned header over the data, as
+///   `__dlpack__(max_version=(1, 3))` gives;
+/// - `dltensor_from_py_object_no_sync`: the tensor's own description, which lives as
+///   long as the object; a `READ_ONLY` tensor is refused with `BufferError`, since a
+///   `DLTensor` has no flags, and strides are always given (C-contiguous ones, kept by
+///   the object, when the producer gave none);
+/// - `managed_tensor_to_py_object_no_sync`: a `Tensor` that takes the tensor over,
+///   shared as every import is (see [`from_dlpack`](crate::python::from_dlpack)) unless
+///   flagged `IS_COPIED` or made by this table's allocator;
+/// - `managed_tensor_allocator`: a zeroed, C-order CPU tensor whose deleter frees it
+///   once; errors go to the caller's `SetError`;
+/// - `current_work_stream`: NULL, since this crate launches no device work.
+///
+/// Every entry reports errors as the standard says (a Python exception and -1, a panic
+/// included); none of them unwinds into C.
 #[pyclass(frozen, name = "Tensor", module = "dlpack_core")]
 pub struct Tensor {
     tensor: Arc<ManagedTensor>,
@@ -134,10 +201,10 @@ impl Tensor {
         dl_device: Option<&Bound<'py, PyAny>>,
         copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args = super::export::DlpackArgs {
+        let args = super::DlpackArgs {
             values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
         };
-        super::export::export(py, self.shared_ref(), args.request()?)
+        super::export(py, self.shared_ref(), args.request()?)
     }
 
     /// The DLPack C exchange API (DLPack 1.3): a capsule named `"dlpack_exchange_api"`
@@ -279,7 +346,7 @@ pub fn add_to_module(module: &Bound<'_, PyModule>) -> PyResult<()> {
 /// The typing stub of the [`Tensor`] class (`.pyi` text), for an extension's own stub
 /// file: an extension that adds the class with [`add_to_module`] includes it in
 /// `your_extension.pyi` (which maturin ships when it sits beside `Cargo.toml`).
-pub const TENSOR_STUB: &str = include_str!("../../stubs/tensor.pyi");
+pub const TENSOR_STUB: &str = include_str!("../../../stubs/tensor.pyi");
 
 impl<'py> IntoPyObject<'py> for ManagedTensor {
     type Target = Tensor;
