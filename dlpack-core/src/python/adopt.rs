@@ -41,7 +41,7 @@ fn describes_its_allocation(tensor: &ManagedTensor) -> bool {
 ///   from any thread: they drop Rust owners, and the one owner that holds a Python
 ///   object, a NumPy array read in place, attaches and keeps the exception state
 ///   itself);
-/// - the tensor is *shared* (see "Import safety" in the crate documentation: the
+/// - the tensor is *shared* (see the import safety guide, `guide::import_safety`: the
 ///   producer keeps its own handle), except a copy its producer flagged `IS_COPIED`
 ///   and a tensor from our own table's allocator (that still describes memory inside
 ///   its buffer), which nobody else holds.

@@ -288,7 +288,7 @@ fn header_over<M: Abi>(
     //   legacy header (which cannot carry flags) only over writable or freshly copied
     //   data. Other holders of the same `Arc` may write the same memory, as other
     //   holders of a NumPy array may: a Python consumer is never promised exclusive
-    //   access (see "Import safety" in the crate documentation).
+    //   access (see the import safety guide, `guide::import_safety`).
     Ok(unsafe { build::<M, Arc<ManagedTensor>>(owner, ndim, describe) }?)
 }
 

@@ -52,8 +52,8 @@ use c_api::Imported;
 ///
 /// # Soundness
 ///
-/// Imports follow the crate's one rule (see "Import safety" in the
-/// [crate documentation](crate#import-safety)), the same on every path (a capsule, a
+/// Imports follow the crate's one rule (see the
+/// [import safety guide](crate::guide::import_safety)), the same on every path (a capsule, a
 /// producer's C exchange table, a NumPy array read in place, our table's "to object"
 /// entry): a tensor imported from Python is *shared*, since the producer keeps its own
 /// handle (the NumPy array, the torch tensor, a [`Tensor`] exported twice), so it gives
