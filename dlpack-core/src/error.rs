@@ -358,7 +358,7 @@ impl Error {
     }
 
     /// An [`Error::Io`] about `path`.
-    #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
+    #[cfg(feature = "safetensors")]
     pub(crate) fn io(path: &std::path::Path, err: &std::io::Error) -> Self {
         Self::Io {
             path: path.to_owned(),

@@ -324,7 +324,7 @@ impl ManagedTensor {
     /// The owner value of a tensor made by this crate with owner type `O`; `None` for
     /// any other tensor. Crate-internal: a public `&O` could reach the data through an
     /// owner's interior mutability while views borrowed from the tensor read it.
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    #[cfg(feature = "ndarray")]
     pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
         // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
         // `self` and is only moved out by `into_owner`, which consumes `self`.
@@ -332,7 +332,7 @@ impl ManagedTensor {
     }
 
     /// The owner type of a tensor made by this crate; `None` for any other tensor.
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    #[cfg(feature = "ndarray")]
     #[inline]
     pub(crate) fn owner_type(&self) -> Option<core::any::TypeId> {
         if !self.is_own() {

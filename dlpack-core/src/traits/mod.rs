@@ -16,7 +16,9 @@ use crate::tensor::ManagedTensor;
 
 pub use load::LoadReport;
 pub use load::Problems;
-pub(crate) use load::{merge, strict_from};
+#[cfg(feature = "safetensors")]
+pub(crate) use load::merge;
+pub(crate) use load::strict_from;
 pub use select::{Expected, Selection};
 
 /// Export to DLPack.
@@ -149,7 +151,7 @@ pub fn join_name(prefix: &str, name: &str) -> String {
 }
 
 /// Exports a value that becomes a single tensor under the name `name`.
-#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+#[cfg(feature = "ndarray")]
 pub(crate) fn leaf_into<T>(value: T, name: &str, batch: &mut TensorBatch) -> Result<()>
 where
     T: ToDLPack<Output = ManagedTensor>,
@@ -171,7 +173,7 @@ where
 
 /// Loads the single tensor named `name` into `value` with `load` (which checks and
 /// copies in place); a missing tensor goes to the report.
-#[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+#[cfg(feature = "ndarray")]
 pub(crate) fn leaf_load<T>(
     value: &mut T,
     name: &str,
