@@ -16,15 +16,26 @@
 //! set, and the peak for the read and the write, from `/proc/self/status`), each in a
 //! fresh process.
 //!
-//! Run with `cargo bench -p dlpack-core --features safetensors --bench safetensors`
-//! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder).
+//! Then checkpoints as published: the same weights written as 4 shards and an index
+//! (`write_checkpoint`, beside `write_safetensors` of the one file), loaded into the
+//! derived model (`Checkpoint::open` + `load`, beside `std::fs::read` of every shard one
+//! after another), stored in bfloat16 and loaded converting to float32 (beside the
+//! float32 load, and beside candle's mapped loader converting and fetching every
+//! tensor, which is what `VarBuilder::from_mmaped_safetensors(&shards, DType::F32,
+//! &Device::Cpu)` does on each `get`), mapped (`open` + `map`, beside the four files
+//! mapped one by one), and the peak memory of the loads.
+//!
+//! Run with `cargo bench -p dlpack-core --features safetensors,half --bench safetensors`
+//! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder;
+//! `DLPACK_BENCH_ONLY=checkpoint` runs the checkpoint part alone).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion};
-use dlpack_core::{FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
+use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::{DataType, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
 use ndarray::{Array1, Array2};
 
 /// `nn.LayerNorm`.
@@ -186,6 +197,33 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
                 added as f64 / file as f64
             )
         }
+        "load" | "load-bf16" => {
+            let (dir, options) = if op == "load" {
+                (out.with_file_name("gpt2-4"), LoadOptions::new())
+            } else {
+                let options = LoadOptions::new().convert_floats(DataType::F32);
+                (out.with_file_name("gpt2-4-bf16"), options)
+            };
+            let checkpoint = Checkpoint::open(&dir).unwrap();
+            let (before, _) = memory();
+            reset_peak();
+            let model: Gpt2 = checkpoint.load_with(&options).unwrap();
+            let (_, peak) = memory();
+            drop(model);
+            let added = peak.saturating_sub(before);
+            let output = 4 * checkpoint
+                .names()
+                .filter_map(|n| checkpoint.tensor(n))
+                .map(|t| t.shape().iter().product::<usize>())
+                .sum::<usize>() as u64;
+            format!(
+                "{op} (Checkpoint::load_with, 4 shards) into owned fields, peak: +{:.1} MiB \
+                 ({:.4} x the output, {:.1} MiB)",
+                mib(added),
+                added as f64 / output as f64,
+                mib(output)
+            )
+        }
         _ => {
             let batch = TensorBatch::read_safetensors(path).unwrap();
             let (before, _) = memory();
@@ -253,6 +291,10 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "checkpoint") {
+        checkpoints(&mut c, &folder, &gpt2_path);
+        return;
+    }
 
     let mut group = c.benchmark_group("map");
     group.bench_function("gpt2/dlpack-core map_safetensors", |b| {
@@ -371,13 +413,207 @@ fn main() {
         mib(file)
     );
     for op in ["map", "read", "write"] {
-        let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("DLPACK_BENCH_MEMORY", op)
-            .env("DLPACK_BENCH_DIR", &folder)
-            .output()
-            .unwrap();
-        print!("  {}", String::from_utf8_lossy(&output.stdout));
+        print!("  {}", memory_in_fresh_process(op, &folder));
     }
+    checkpoints(&mut c, &folder, &gpt2_path);
+}
+
+/// [`memory_of`] `op`, in a fresh process (this program again).
+fn memory_in_fresh_process(op: &str, folder: &Path) -> String {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .env("DLPACK_BENCH_MEMORY", op)
+        .env("DLPACK_BENCH_DIR", folder)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The shards of the checkpoint in `dir`, in order.
+fn shards_of(dir: &Path) -> Vec<PathBuf> {
+    let mut shards: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    shards.sort();
+    shards
+}
+
+/// Checkpoints as published: the GPT-2 weights of `gpt2_path` as 4 shards (float32,
+/// and bfloat16), written, loaded, converted and mapped beside their anchors.
+fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
+    let batch = TensorBatch::read_safetensors(gpt2_path).unwrap();
+    let total: u64 = batch
+        .iter()
+        .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
+        .sum();
+    // wte alone, then three shards of the blocks.
+    let max = total / 4 + (1 << 20);
+    let dir = folder.join("gpt2-4");
+    batch.write_checkpoint(&dir, max).unwrap();
+    let shards = shards_of(&dir);
+    let bf16_dir = folder.join("gpt2-4-bf16");
+    let narrow = LoadOptions::new().convert_floats(DataType::BF16);
+    let stored = Checkpoint::open(&dir)
+        .unwrap()
+        .read_where_with(|_| true, &narrow)
+        .unwrap();
+    stored.write_checkpoint(&bf16_dir, max / 2).unwrap();
+    drop(stored);
+    let bf16_shards = shards_of(&bf16_dir);
+    println!(
+        "\ncheckpoints: {} float32 shards, {} bfloat16 shards, {:.1} MiB of float32",
+        shards.len(),
+        bf16_shards.len(),
+        mib(total)
+    );
+    for shard in shards.iter().chain(&bf16_shards) {
+        black_box(std::fs::read(shard).unwrap());
+    }
+    let out = folder.join("out-checkpoint");
+    let one = folder.join("out.safetensors");
+    let wide = LoadOptions::new().convert_floats(DataType::F32);
+    let cpu = candle_core::Device::Cpu;
+    let candle = |paths: &[PathBuf]| {
+        // SAFETY: the benchmark's own files, which nothing modifies while mapped.
+        let files = unsafe { candle_core::safetensors::MmapedSafetensors::multi(paths) }.unwrap();
+        files
+            .tensors()
+            .into_iter()
+            .map(|(name, _)| {
+                let tensor = files.load(&name, &cpu).unwrap();
+                tensor.to_dtype(candle_core::DType::F32).unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+
+    let mut group = c.benchmark_group("checkpoint");
+    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + load", |b| {
+        b.iter(|| Checkpoint::open(&dir).unwrap().load::<Gpt2>().unwrap())
+    });
+    group.bench_function("gpt2 4 shards/std::fs::read every shard", |b| {
+        b.iter(|| {
+            shards
+                .iter()
+                .map(|s| std::fs::read(s).unwrap())
+                .collect::<Vec<_>>()
+        })
+    });
+    group.bench_function(
+        "gpt2 4 shards bf16/dlpack-core load converting to f32",
+        |b| {
+            b.iter(|| {
+                let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
+                checkpoint.load_with::<Gpt2>(&wide).unwrap()
+            })
+        },
+    );
+    group.bench_function(
+        "gpt2 4 shards bf16/candle mmaped + to_dtype(F32) every tensor",
+        |b| b.iter(|| candle(&bf16_shards)),
+    );
+    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + map", |b| {
+        b.iter_batched(
+            || (),
+            // SAFETY: the benchmark's own files, which nothing modifies while mapped.
+            |()| unsafe { Checkpoint::open(&dir).unwrap().map() }.unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function(
+        "gpt2 4 shards/dlpack-core map_safetensors of each shard",
+        |b| {
+            b.iter_batched(
+                || (),
+                |()| {
+                    shards
+                        .iter()
+                        // SAFETY: the benchmark's own files, which nothing modifies while
+                        // mapped.
+                        .map(|s| unsafe { TensorBatch::map_safetensors(s) }.unwrap())
+                        .collect::<Vec<_>>()
+                },
+                BatchSize::PerIteration,
+            )
+        },
+    );
+    group.bench_function("gpt2/dlpack-core write_checkpoint (4 shards)", |b| {
+        b.iter(|| batch.write_checkpoint(&out, max).unwrap())
+    });
+    group.bench_function("gpt2/dlpack-core write_safetensors (one file)", |b| {
+        b.iter(|| batch.write_safetensors(&one).unwrap())
+    });
+    group.finish();
+
+    print_alternating(
+        "checkpoint load, gpt2 in 4 shards",
+        9,
+        &mut [
+            ("Checkpoint::open + load::<Gpt2> (float32)", &mut || {
+                black_box(Checkpoint::open(&dir).unwrap().load::<Gpt2>().unwrap());
+            }),
+            (
+                "std::fs::read of every shard, one after another",
+                &mut || {
+                    for shard in &shards {
+                        black_box(std::fs::read(shard).unwrap());
+                    }
+                },
+            ),
+            (
+                "bfloat16 shards: load_with::<Gpt2>(convert to float32)",
+                &mut || {
+                    let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
+                    black_box(checkpoint.load_with::<Gpt2>(&wide).unwrap());
+                },
+            ),
+            (
+                "bfloat16 shards: candle mmaped + to_dtype(F32) every tensor",
+                &mut || {
+                    black_box(candle(&bf16_shards));
+                },
+            ),
+        ],
+    );
+    print_alternating(
+        "checkpoint map, gpt2 in 4 shards",
+        31,
+        &mut [
+            ("Checkpoint::open + map", &mut || {
+                // SAFETY: the benchmark's own files, which nothing modifies while mapped.
+                black_box(unsafe { Checkpoint::open(&dir).unwrap().map() }.unwrap());
+            }),
+            ("map_safetensors of each of the 4 shards", &mut || {
+                for shard in &shards {
+                    // SAFETY: as above.
+                    black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
+                }
+            }),
+        ],
+    );
+    print_alternating(
+        "checkpoint write, gpt2",
+        9,
+        &mut [
+            ("write_checkpoint (4 shards and the index)", &mut || {
+                batch.write_checkpoint(&out, max).unwrap()
+            }),
+            ("write_safetensors (one file)", &mut || {
+                batch.write_safetensors(&one).unwrap()
+            }),
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&one);
+    drop(batch);
+    println!("\nmemory of the checkpoint loads, each in a fresh process:");
+    for op in ["load", "load-bf16"] {
+        print!("  {}", memory_in_fresh_process(op, folder));
+    }
+    println!(
+        "  (a load that converts stages at most 1 MiB + 64 KiB per thread; one that does \
+         not, nothing)"
+    );
 }
 
 /// A `safetensors` view of a C-contiguous float32 tensor's bytes.

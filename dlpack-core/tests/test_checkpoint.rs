@@ -587,6 +587,7 @@ fn large_tensors_are_read_by_several_threads_alike() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "maps a file")]
 fn a_mapped_checkpoint_takes_each_tensor_from_its_shard() {
     let dir = folder();
     save(model(3, 8), dir.path(), 500);
@@ -627,11 +628,12 @@ fn the_index_is_the_allowlist() {
     hand_made(dir.path(), GOOD);
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     assert_eq!(checkpoint.names().collect::<Vec<_>>(), ["a", "b"]);
-    for batch in [
-        checkpoint.read_where(|_| true).unwrap(),
+    let mut batches = vec![checkpoint.read_where(|_| true).unwrap()];
+    if !cfg!(miri) {
         // SAFETY: nothing modifies the files while the batch lives.
-        unsafe { checkpoint.map() }.unwrap(),
-    ] {
+        batches.push(unsafe { checkpoint.map() }.unwrap());
+    }
+    for batch in batches {
         assert_eq!(batch.len(), 2);
         // `a` from the shard the index names, never the other shard's `a`.
         let a = batch.get("a").unwrap().as_array::<f32, Ix1>().unwrap();

@@ -40,6 +40,13 @@ if torch is not None:
     # ... and back into Rust, from PyTorch's own state_dict.
     y = torch.from_dlpack(ext.forward(net.state_dict(), x))
     assert torch.allclose(y, expected.detach())
+    # Saved as a checkpoint in shards (the layout `transformers` writes), loaded back.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        ext.save_checkpoint(net.state_dict(), folder, 100)
+        loaded = {k: torch.from_dlpack(t) for k, t in ext.load_checkpoint(folder).items()}
+    assert all(torch.equal(loaded[k], v) for k, v in net.state_dict().items())
     # In place, in PyTorch's memory.
     t = torch.ones(3)
     ext.scale(t, 4.0)

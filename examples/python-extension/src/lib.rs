@@ -1,11 +1,15 @@
 //! A Python extension that shares arrays with NumPy, PyTorch and JAX through DLPack,
-//! without copies: typed arguments, returned arrays, a model's weights as a `dict`, and
-//! an in-place function.
+//! without copies: typed arguments, returned arrays, a model's weights as a `dict`,
+//! checkpoints saved and loaded in the layout `transformers` uses, and an in-place
+//! function.
 
 use pyo3::prelude::*;
 
 #[pymodule]
 mod dlpack_example {
+    use std::path::PathBuf;
+
+    use dlpack_core::safetensors::Checkpoint;
     use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
     use ndarray::{Array1, Array2, Ix1, Ix2};
     use pyo3::prelude::*;
@@ -59,6 +63,26 @@ mod dlpack_example {
         let h = (model.fc1.weight.dot(&x.view()) + &model.fc1.bias).mapv(|v| v.max(0.0));
         let y = model.fc2.weight.dot(&h) + &model.fc2.bias;
         Ok(y.to_dlpack()?)
+    }
+
+    /// Saves any `dict` of tensors (a `state_dict`, ...) as a checkpoint folder, the
+    /// layout `save_pretrained` writes: `model.safetensors`, or shards of at most
+    /// `max_shard_bytes` and their index.
+    #[pyfunction]
+    fn save_checkpoint(
+        mut state: TensorBatch,
+        folder: PathBuf,
+        max_shard_bytes: u64,
+    ) -> PyResult<()> {
+        state.metadata_mut().insert("format".into(), "pt".into());
+        Ok(state.write_checkpoint(folder, max_shard_bytes)?)
+    }
+
+    /// Loads a checkpoint (a folder, its index, or one `.safetensors` file) as a `dict`
+    /// of tensors, each read into memory of its own.
+    #[pyfunction]
+    fn load_checkpoint(path: PathBuf) -> PyResult<TensorBatch> {
+        Ok(Checkpoint::open(path)?.read_where(|_| true)?)
     }
 
     /// Multiplies a float32 vector by `factor`, in place, in the caller's own memory.
