@@ -226,7 +226,11 @@ mod tests {
         let src = x.to_le_bytes();
         let out = run(DataType::F64, DataType::BF16, &src);
         assert_eq!(u16::from_le_bytes([out[0], out[1]]), 0x3F80);
-        // Blocks: longer than one block, every element converted.
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "converts tens of thousands of elements")]
+    fn conversions_longer_than_a_block_convert_every_element() {
         let many: Vec<f32> = (0..BLOCK as u32 * 2 + 3).map(|i| i as f32).collect();
         let halves = run(DataType::F32, DataType::F16, &bytes_f32(&many));
         let back = f32s(&run(DataType::F16, DataType::F32, &halves));
