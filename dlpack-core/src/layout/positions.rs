@@ -72,7 +72,7 @@ impl Positions {
     /// Exact: a progression of stride 1 covers `0..extent`, and a larger stride extends
     /// such a range without a gap exactly when `new` merges it; two progressions left
     /// apart always leave the offset after the first one's end unreached.
-    #[cfg(feature = "burn")]
+    #[cfg(any(feature = "burn", test))]
     pub(crate) fn is_dense(&self) -> bool {
         match self.progressions.as_slice() {
             [] => true,
