@@ -25,7 +25,7 @@
 //! &Device::Cpu)` does on each `get`), mapped (`open` + `map`, beside the four files
 //! mapped one by one), and the peak memory of the loads.
 //!
-//! Run with `cargo bench -p dlpack-core --features safetensors,half --bench safetensors`
+//! Run with `cargo bench -p dlpack-tests --bench safetensors`
 //! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder;
 //! `DLPACK_BENCH_ONLY=checkpoint` runs the checkpoint part alone).
 
