@@ -37,6 +37,9 @@ import torch
 
 from helpers import np_ptr
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 
 class DLPackVersion(Structure):
     _fields_ = [("major", c_uint32), ("minor", c_uint32)]

@@ -16,6 +16,9 @@ import torch
 
 from helpers import capsule_name, run_child
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 # A capsule keeps a pointer to its name: these must outlive every capsule renamed here.
 GARBAGE_NAME = b"not_a_dlpack_name"
 USED_VERSIONED = b"used_dltensor_versioned"

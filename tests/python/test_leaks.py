@@ -13,6 +13,9 @@ import torch
 
 from helpers import np_ptr, rss_bytes, run_child
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 ROUNDS = 100_000
 WARMUP = 5_000
 MAX_GROWTH = 4 * 1024 * 1024  # bytes

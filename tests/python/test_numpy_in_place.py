@@ -23,6 +23,9 @@ from helpers import (
     shape_id,
 )
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 as_strided = np.lib.stride_tricks.as_strided
 
 
