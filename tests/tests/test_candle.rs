@@ -1,9 +1,8 @@
-//! ndarray <-> dlpack-core <-> dlpark <-> candle.
+//! ndarray <-> dlpack-core <-> dlpark <-> candle: candle reached through the dlpark
+//! bridge (whose own tests, with dlpark's ndarray interop, are dlpack-core's
+//! `tests/test_dlpark.rs`; candle is a dependency of these tests alone).
 //!
 //! What is zero-copy and what copies (dlpark 0.10, `src/interop/candle`):
-//! - ndarray -> `ManagedTensor` -> dlpark handle -> ndarray view: no copy anywhere.
-//! - dlpark's ndarray export -> `ManagedTensor` -> `as_array`: no copy;
-//!   `Array::from_dlpack` copies it (it is not our own export).
 //! - candle -> dlpark (`TryFrom<Box<Tensor>>`) -> `ManagedTensor` -> ndarray view: no
 //!   copy; the boxed candle tensor keeps its storage alive until the deleter runs.
 //! - dlpark handle -> candle (`TryFromDlpack<&Managed<_>>` for `candle_core::Tensor`):
@@ -17,12 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{CpuStorage, Device as CandleDevice, Storage, Tensor};
-use dlpack_core::{DataType, Device, Error, FromDLPack, ManagedTensor, ToDLPack};
+use dlpack_core::{DataType, Device, Error, FromDLPack, ManagedTensor};
 use dlpark::allocation::dynamic;
-use dlpark::ffi::{DLDevice, DLManagedTensor, DLManagedTensorVersioned};
-use dlpark::metadata::Dynamic;
-use dlpark::{DlpackElement, DlpackFlags, TryFromDlpack};
-use ndarray::{Array2, ArrayD, ArrayView, ArrayViewD, Ix2, IxDyn, RemoveAxis, ShapeBuilder};
+use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+use dlpark::{DlpackFlags, TryFromDlpack};
+use ndarray::{Array2, ArrayD, ArrayView, Ix2, IxDyn, RemoveAxis};
 
 /// Counts drops.
 #[derive(Clone, Default)]
@@ -105,28 +103,6 @@ fn counted(tensor: ManagedTensor, drops: &Drops) -> ManagedTensor {
     .unwrap()
 }
 
-/// A tensor made by dlpark's own allocator, with a context that counts its drop.
-fn dlpark_counted<M: dlpark::ManagedTensorBase>(
-    array: ArrayD<f32>,
-    drops: &Drops,
-) -> dlpark::Managed<M> {
-    let data = array.as_ptr().cast_mut().cast::<c_void>();
-    let metadata = Dynamic::new(array.shape().to_vec(), array.strides().to_vec());
-    let context = Box::new(Counted {
-        value: array,
-        drops: drops.clone(),
-    });
-    let mut initialized: dynamic::Initialized<M> = metadata.initialize_as(context).unwrap();
-    initialized
-        .set_data(data)
-        .set_dtype(f32::DTYPE)
-        .set_device(DLDevice::CPU);
-    // SAFETY: the descriptor is complete; the boxed context owns the array, whose heap
-    // buffer does not move with the box and lives until the deleter drops the
-    // context; flags are empty and the buffer is writable and not shared.
-    unsafe { initialized.finish() }
-}
-
 fn sample(rows: usize, cols: usize) -> ArrayD<f32> {
     ArrayD::from_shape_fn(IxDyn(&[rows, cols]), |ix| {
         (ix[0] * cols + ix[1]) as f32 + 0.5
@@ -161,191 +137,6 @@ fn candle_export<M: dlpark::ManagedTensorBase>(
     // storage stays shared with other candle handles (`READ_ONLY`).
     unsafe { initialized.finish() }
 }
-
-// -------------------------------------------------------------------------------------
-// ndarray <-> dlpark
-// -------------------------------------------------------------------------------------
-
-#[test]
-fn ndarray_to_dlpark_view_without_copy() {
-    let drops = Drops::default();
-    let a = sample(3, 4);
-    let expected = a.clone();
-    let ptr = a.as_ptr();
-    let tensor = counted_array(a, &drops);
-
-    let dlpack: dlpark::versioned::Dlpack = tensor.into();
-    {
-        // SAFETY: the tensor's data is a live, unshared f32 array on the CPU.
-        let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
-        assert_eq!(view.as_ptr(), ptr);
-        assert_eq!(view, expected);
-    }
-    assert_eq!(drops.get(), 0);
-
-    // And back: our checked view of the same memory.
-    // SAFETY: as above: the handle still holds our export.
-    let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-    let view = tensor.as_array::<f32, Ix2>().unwrap();
-    assert_eq!(view.as_ptr(), ptr);
-    assert_eq!(view.into_dyn(), expected);
-    assert_eq!(drops.get(), 0);
-    drop(tensor);
-    assert_eq!(drops.get(), 1);
-}
-
-#[test]
-fn ndarray_to_dlpark_legacy_view_without_copy() {
-    let drops = Drops::default();
-    let a = sample(2, 5);
-    let expected = a.clone();
-    let ptr = a.as_ptr();
-    let tensor = counted_array(a, &drops);
-
-    let dlpack = dlpark::legacy::Dlpack::try_from(tensor).unwrap();
-    // SAFETY: the tensor's data is a live, unshared f32 array on the CPU.
-    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
-    assert_eq!(view.as_ptr(), ptr);
-    assert_eq!(view, expected);
-    assert_eq!(drops.get(), 0);
-    drop(dlpack);
-    assert_eq!(drops.get(), 1);
-}
-
-#[test]
-fn array_export_round_trips_through_dlpark_without_copy() {
-    let a = Array2::<f32>::from_shape_fn((3, 2).f(), |(i, j)| (i + 10 * j) as f32);
-    let expected = a.clone();
-    let ptr = a.as_ptr();
-    let dlpack = a.to_dlpack().unwrap().into_dlpark();
-    // SAFETY: our own export: live, writable, unshared.
-    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
-    assert_eq!(view.as_ptr(), ptr);
-    assert_eq!(view, expected.view().into_dyn());
-    // SAFETY: as above.
-    let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-    let back = Array2::<f32>::from_dlpack(tensor).unwrap();
-    assert_eq!(
-        back.as_ptr(),
-        ptr,
-        "our own export is reclaimed, not copied"
-    );
-    assert_eq!(back, expected);
-}
-
-#[test]
-fn dlpark_ndarray_export_to_our_views() {
-    let a = Array2::<f32>::from_shape_fn((2, 3), |(i, j)| (i * 3 + j) as f32);
-    let expected = a.clone();
-    let ptr = a.as_ptr();
-    let initialized: dynamic::Initialized<DLManagedTensorVersioned> =
-        Box::new(a).try_into().unwrap();
-    // SAFETY: dlpark's ndarray producer fills a complete descriptor of the box.
-    let dlpack = unsafe { initialized.finish() };
-    // SAFETY: the boxed array is live, writable and unshared.
-    let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-    let view = tensor.as_array::<f32, Ix2>().unwrap();
-    assert_eq!(view.as_ptr(), ptr, "zero-copy view");
-    assert_eq!(view, expected);
-    let copied = Array2::<f32>::from_dlpack(tensor).unwrap();
-    assert_ne!(copied.as_ptr(), ptr, "a foreign export is copied");
-    assert_eq!(copied, expected);
-}
-
-#[test]
-fn dlpark_allocations_are_released_once_on_every_path() {
-    // Versioned: view, then drop.
-    let drops = Drops::default();
-    let a = sample(2, 3);
-    let (expected, ptr) = (a.clone(), a.as_ptr());
-    let dlpack = dlpark_counted::<DLManagedTensorVersioned>(a, &drops);
-    // SAFETY: a complete descriptor of a live, writable, unshared array.
-    let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-    assert_eq!(tensor.as_array::<f32, Ix2>().unwrap().as_ptr(), ptr);
-    assert_eq!(
-        Array2::<f32>::from_dlpack(tensor).unwrap().into_dyn(),
-        expected
-    );
-    assert_eq!(drops.get(), 1);
-
-    // Legacy: mutate through our view, back to dlpark, view there, drop there.
-    let drops = Drops::default();
-    let dlpack = dlpark_counted::<DLManagedTensor>(sample(2, 3), &drops);
-    // SAFETY: as above; the array is writable.
-    let mut tensor = unsafe { ManagedTensor::from_dlpark_legacy(dlpack) }.unwrap();
-    tensor.as_array_mut::<f32, Ix2>().unwrap()[[1, 1]] = -7.0;
-    let dlpack = tensor.into_dlpark_legacy().unwrap();
-    // SAFETY: as above.
-    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
-    assert_eq!(view[[1, 1]], -7.0);
-    assert_eq!(drops.get(), 0);
-    drop(dlpack);
-    assert_eq!(drops.get(), 1);
-
-    // Legacy -> versioned: a wrapper, whose deleter releases the allocation once.
-    let drops = Drops::default();
-    let dlpack = dlpark_counted::<DLManagedTensor>(sample(1, 4), &drops);
-    // SAFETY: as above.
-    let tensor = unsafe { ManagedTensor::from_dlpark_legacy(dlpack) }.unwrap();
-    let dlpack = tensor.into_dlpark();
-    assert_eq!(dlpack.validate().unwrap().shape(), &[1, 4]);
-    drop(dlpack);
-    assert_eq!(drops.get(), 1);
-
-    // A rejected import still releases it once.
-    let drops = Drops::default();
-    let dlpack = dlpark_counted::<DLManagedTensorVersioned>(sample(2, 2), &drops);
-    let raw = dlpack.into_raw();
-    // SAFETY: `raw` is the live header we just took out of the handle.
-    unsafe { (*raw).dl_tensor.ndim = -2 };
-    // SAFETY: still an initialised header that we own; only the version is read.
-    let dlpack = unsafe { dlpark::versioned::Dlpack::from_raw(raw) }.unwrap();
-    // SAFETY: the import fails on `ndim` before any data is read.
-    let err = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap_err();
-    assert_eq!(err, Error::NegativeNdim { ndim: -2 });
-    assert_eq!(drops.get(), 1);
-}
-
-#[test]
-fn a_read_only_tensor_is_refused_as_legacy_and_given_back() {
-    let drops = Drops::default();
-    let dlpack = {
-        let array = sample(2, 2);
-        let data = array.as_ptr().cast_mut().cast::<c_void>();
-        let context = Box::new(Counted {
-            value: array,
-            drops: drops.clone(),
-        });
-        let mut initialized = Dynamic::new(vec![2usize, 2], vec![2isize, 1])
-            .initialize(context)
-            .unwrap();
-        initialized
-            .set_data(data)
-            .set_dtype(f32::DTYPE)
-            .set_device(DLDevice::CPU)
-            .set_flags(DlpackFlags::READ_ONLY)
-            .unwrap();
-        // SAFETY: a complete descriptor of a live array that nobody writes.
-        unsafe { initialized.finish() }
-    };
-    // SAFETY: as above; `READ_ONLY` forbids writes through the tensor.
-    let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-    assert!(tensor.is_read_only());
-    let err = dlpark::legacy::Dlpack::try_from(tensor).err().unwrap();
-    assert_eq!(drops.get(), 0);
-    let mut tensor = err.into_tensor();
-    assert_eq!(
-        tensor.as_array_mut::<f32, Ix2>().unwrap_err(),
-        Error::ReadOnly
-    );
-    let err = tensor.into_dlpark_legacy().err().unwrap();
-    drop(err);
-    assert_eq!(drops.get(), 1);
-}
-
-// -------------------------------------------------------------------------------------
-// ndarray <-> candle, through dlpark's `candle` feature
-// -------------------------------------------------------------------------------------
 
 #[test]
 fn ndarray_becomes_a_candle_tensor() {
@@ -474,19 +265,5 @@ fn ndarray_to_candle_and_back() {
     back.as_array_mut::<f32, Ix2>().unwrap()[[0, 0]] = 42.0;
     let owned = Array2::<f32>::from_dlpack(back).unwrap();
     assert_eq!(owned[[0, 0]], 42.0);
-    assert_eq!(drops.get(), 1);
-}
-
-#[test]
-fn handles_are_send() {
-    let drops = Drops::default();
-    let dlpack = counted_array(sample(2, 2), &drops).into_dlpark();
-    std::thread::spawn(move || {
-        // SAFETY: the tensor's data is a live, unshared f32 array on the CPU.
-        let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
-        assert_eq!(tensor.as_array::<f32, Ix2>().unwrap()[[1, 1]], 3.5);
-    })
-    .join()
-    .unwrap();
     assert_eq!(drops.get(), 1);
 }
