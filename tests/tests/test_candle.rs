@@ -11,12 +11,11 @@
 //! Every tensor is counted: its owner, or a wrapper around it, bumps a counter when
 //! dropped, which must happen exactly once and only at the end.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{CpuStorage, Device as CandleDevice, Storage, Tensor};
-use dlpack_core::{DataType, Device, Error, FromDLPack, ManagedTensor};
+use dlpack_core::{Error, FromDLPack, ManagedTensor, ToDLPack};
 use dlpark::allocation::dynamic;
 use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::{DlpackFlags, TryFromDlpack};
@@ -42,35 +41,6 @@ impl<T> Drop for Counted<T> {
     fn drop(&mut self) {
         self.drops.0.fetch_add(1, Ordering::SeqCst);
     }
-}
-
-/// Exports `array` through `ManagedTensor::from_owner`, with an owner that counts its
-/// drop: the tensor's deleter dropping the owner is the counted event.
-fn counted_array(array: ArrayD<f32>, drops: &Drops) -> ManagedTensor {
-    let shape: Vec<i64> = array.shape().iter().map(|&d| d as i64).collect();
-    let strides: Vec<i64> = array.strides().iter().map(|&s| s as i64).collect();
-    let owner = Counted {
-        value: array,
-        drops: drops.clone(),
-    };
-    // SAFETY:
-    // - `as_mut_ptr` is element `[0, ...]` of the owned array; shape and strides are
-    //   its own, so every reachable element lies in its buffer, which stays put and
-    //   alive, unmoved on the heap, for as long as the owner lives;
-    // - the array is owned by the tensor alone, so the memory is writable and nobody
-    //   else reads or writes it; `f32` on the CPU matches the memory.
-    unsafe {
-        ManagedTensor::from_owner(
-            owner,
-            |o| o.value.as_mut_ptr().cast::<c_void>(),
-            &shape,
-            Some(&strides),
-            DataType::F32,
-            Device::CPU,
-            0,
-        )
-    }
-    .unwrap()
 }
 
 /// Wraps any tensor in one whose deleter drops it and then counts: proves that the
@@ -101,6 +71,11 @@ fn counted(tensor: ManagedTensor, drops: &Drops) -> ManagedTensor {
         )
     }
     .unwrap()
+}
+
+/// Our own export of `array`, wrapped by `counted`: released once, at the end.
+fn counted_array(array: ArrayD<f32>, drops: &Drops) -> ManagedTensor {
+    counted(array.to_dlpack().unwrap(), drops)
 }
 
 fn sample(rows: usize, cols: usize) -> ArrayD<f32> {
