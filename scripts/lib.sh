@@ -13,6 +13,7 @@
 #   cargo_executables    runs `cargo ARGS --message-format=json` and prints the test and
 #                        bench executables it built (not examples or binaries), one per
 #                        line
+#   cargo_examples       the same for the example executables it built
 #   core_features, default_features, pure_features, feature_sets, msrv_of
 #                        dlpack-core's features and the builds every check reads (below)
 
@@ -71,14 +72,28 @@ build_extension() {
 }
 
 cargo_executables() {
+    cargo_built test "$@"
+}
+
+cargo_examples() {
+    cargo_built example "$@"
+}
+
+# The executables of `cargo ARGS`: KIND `example` for the examples, `test` for the test
+# and bench harnesses (never a binary).
+cargo_built() {
+    local kind="$1"
+    shift
     cargo "$@" --message-format=json 2>/dev/null | python3 -c '
 import json, sys
+want_examples = sys.argv[1] == "example"
 for line in sys.stdin:
     message = json.loads(line)
     if message.get("reason") != "compiler-artifact" or not message.get("executable"):
         continue
-    if {"example", "bin"} & set(message["target"]["kind"]):
+    kinds = set(message["target"]["kind"])
+    if "bin" in kinds or ("example" in kinds) != want_examples:
         continue
     print(message["executable"])
-'
+' "$kind"
 }

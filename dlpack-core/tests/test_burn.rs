@@ -6,7 +6,7 @@ mod common;
 
 use burn_flex::{FlexTensor, Layout};
 use burn_std::{BoolStore, DType, Shape, TensorData};
-use common::{Counter, Spec, buffer_from_bytes, versioned};
+use common::{Counted, Counter, Spec, buffer_from_bytes, versioned};
 use dlpack_core::ffi::{DLDataTypeCode, DLDeviceType, DLPACK_FLAG_BITMASK_READ_ONLY};
 use dlpack_core::{DataType, Error, FromDLPack, ManagedTensor, ToDLPack};
 use ndarray::{Array2, Array3, Ix1, Ix2, IxDyn, ShapeBuilder, array, s};
@@ -392,25 +392,6 @@ fn a_round_trip_through_burn_keeps_the_pointer() {
 }
 
 /// An owner of elements that counts its drops (the deleter of `from_buffer` tensors).
-struct Counted {
-    data: Vec<f32>,
-    counter: Counter,
-}
-
-impl AsMut<[f32]> for Counted {
-    fn as_mut(&mut self) -> &mut [f32] {
-        &mut self.data
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.counter
-            .0
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn ndarray_to_burn_narrow_and_back_keeps_the_pointer_and_deletes_once() {
     let counter = Counter::new();

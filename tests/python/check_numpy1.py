@@ -5,7 +5,7 @@ addresses; NumPy 1 gives a legacy header, without strides for contiguous arrays)
 NumPy 1 refuses is refused with its words, read-only arrays are read and flagged,
 subclasses are honoured, and eight threads import one array.
 
-Run by `scripts/test-python --protocol` in a venv of scripts/numpy1-requirements.txt
+Run by `scripts/test-python --numpy1` in a venv of scripts/requirements/numpy1.txt
 (NumPy 1.26 alone: no pytest, no JAX), with the test extension on PYTHONPATH:
 
     PYTHONPATH=<dir of dlpack_test_ext>:tests/python python tests/python/check_numpy1.py

@@ -5,6 +5,9 @@ with ``value(i)`` below; ``expected`` computes the same array with NumPy.
 """
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 
@@ -95,3 +98,19 @@ def rss_bytes():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def run_child(code, timeout=120):
+    """Runs `code` in a new interpreter (where the test extension is imported afresh);
+    the finished process, whose output is text. A hang fails the test after `timeout`
+    seconds, and a crash fails only the test. (No pytest here: check_numpy1.py imports
+    this module where pytest is not installed.)"""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the child process hung for {timeout} s") from None

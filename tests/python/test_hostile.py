@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import capsule_name
+from helpers import capsule_name, run_child
+
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
 
 # A capsule keeps a pointer to its name: these must outlive every capsule renamed here.
 GARBAGE_NAME = b"not_a_dlpack_name"
@@ -325,6 +328,32 @@ def test_bool_view_of_a_broadcast_bad_byte_is_refused(ext):
     x = np.broadcast_to(bad, (2**40, 2))
     with pytest.raises(ValueError, match="invalid bool: element 1 holds byte 2"):
         ext.bool_len(x)
+
+
+def test_bool_view_of_overlapping_windows_is_quick():
+    # 2^40 elements over 5 MiB: byte strides (2, 3) do not divide each other. The check
+    # used to visit every element (hours); it must visit each byte once.
+    child = run_child(
+        """
+        import numpy as np
+        import dlpack_test_ext as ext
+        n = 2**20
+        base = np.zeros(5 * n, np.bool_)
+        x = np.lib.stride_tricks.as_strided(base, shape=(n, n), strides=(2, 3))
+        assert ext.bool_len(x) == n * n
+        base[5 * (n - 1) - 3] = True  # 2 * (n - 1) + 3 * (n - 2): reachable, still valid
+        assert ext.bool_len(x) == n * n
+        base.view(np.uint8)[7] = 2  # an invalid bool, found and named
+        try:
+            ext.bool_len(x)
+        except ValueError as e:
+            assert "byte 2" in str(e) or "2" in str(e), e
+            print("refused:", e)
+        """,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "refused" in child.stdout
 
 
 # ---------------------------------------------------------------------------------------

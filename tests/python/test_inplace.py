@@ -10,6 +10,9 @@ import torch
 
 from helpers import np_ptr
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 
 def test_the_recipe_writes_numpy_memory(ext):
     a = np.ones(5, np.float32)

@@ -1,5 +1,7 @@
 """Ownership under load: 100,000 export/import round trips with NumPy and with PyTorch
-keep the resident set flat and release every Rust export; deleters run on any thread."""
+keep the resident set flat and release every Rust export; deleters run on any thread,
+after a subinterpreter existed, and while the thread holding the GIL waits for them
+(those in a child process, so that a crash or a hang fails its test, not the suite)."""
 
 import gc
 import sys
@@ -9,7 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import np_ptr, rss_bytes
+from helpers import np_ptr, rss_bytes, run_child
+
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
 
 ROUNDS = 100_000
 WARMUP = 5_000
@@ -88,6 +93,46 @@ def test_deleters_run_on_other_threads(ext):
     for thread in threads:
         thread.join()
     assert ext.live_exports() == 0
+
+
+def test_drop_after_a_subinterpreter_detached_and_on_a_thread():
+    # Once a subinterpreter exists, `PyGILState_Check` answers 1 on every thread: the
+    # release of an imported tensor must ask whether this thread is attached instead.
+    child = run_child(
+        """
+        import numpy as np
+        import dlpack_test_ext as ext
+        try:
+            import _interpreters as interpreters  # 3.13+
+        except ImportError:
+            import _xxsubinterpreters as interpreters  # 3.11, 3.12
+        interpreters.destroy(interpreters.create())
+        interpreters.create()
+        for _ in range(3):
+            ext.drop_detached(np.arange(3.0))
+            ext.drop_on_thread(np.arange(3.0))
+        print("dropped")
+        """
+    )
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "dropped" in child.stdout
+
+
+def test_drop_on_a_thread_while_the_gil_holder_joins_it():
+    # Neither our own tensors nor a foreign deleter that needs no Python may wait for
+    # the GIL (the stable-ABI build used to take it for every Python import).
+    child = run_child(
+        """
+        import dlpack_test_ext as ext
+        t, _ = ext.make("float32", [4], "c", True)
+        ext.drop_on_thread_holding_gil(t)
+        ext.drop_on_thread_holding_gil(ext.foreign_tensor(4))
+        print("returned")
+        """,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "returned" in child.stdout
 
 
 @pytest.mark.parametrize("copy", [None, True])

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 
 def test_a_dtype_mismatch_says_how_to_convert(ext):
     with pytest.raises(TypeError) as info:

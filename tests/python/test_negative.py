@@ -10,6 +10,9 @@ import torch
 
 from helpers import capsule_name
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 
 def numpy_float32():
     return np.arange(6, dtype=np.float32).reshape(2, 3)

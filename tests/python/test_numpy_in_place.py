@@ -5,16 +5,26 @@ answers ``__dlpack__`` itself. ``ext.read_in_place(a)`` says which path an impor
 (a header of ours, or NumPy's)."""
 
 import gc
-import subprocess
 import sys
-import textwrap
 import threading
 import weakref
 
 import numpy as np
 import pytest
 
-from helpers import LAYOUTS, NUMPY_DTYPES, SHAPES, expected, np_ptr, numpy_layout, shape_id
+from helpers import (
+    LAYOUTS,
+    NUMPY_DTYPES,
+    SHAPES,
+    expected,
+    np_ptr,
+    numpy_layout,
+    run_child,
+    shape_id,
+)
+
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
 
 as_strided = np.lib.stride_tricks.as_strided
 
@@ -342,12 +352,7 @@ def test_eight_threads_import_one_array(ext):
 
 def run_python(code):
     """Runs ``code`` in a fresh interpreter (the extension's first import there)."""
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_child(code)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

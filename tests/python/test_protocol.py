@@ -7,6 +7,9 @@ import torch
 
 from helpers import capsule_name, expected, np_ptr
 
+# Run again against the stable-ABI build (tests/README.md).
+pytestmark = pytest.mark.protocol
+
 
 def sliced(ext):
     # Not a fixture: pytest keeps fixture values alive until after the leak check.

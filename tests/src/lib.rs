@@ -1,5 +1,8 @@
-//! Shared helpers for the integration tests, and (feature `python`) the Python test
-//! extension `dlpack_test_ext` that the pytest suite in `tests/python` imports.
+//! The Python test extension `dlpack_test_ext` (feature `python`), which the pytest suite
+//! in `python/` imports, and its Rust unit tests (an embedded interpreter). Without the
+//! feature the library is empty: the package is there for its cross-crate tests
+//! (`tests/`), the derive's compile-fail cases (`ui/`) and the examples that need other
+//! frameworks (`examples/`). Where each kind of test goes: this package's README.md.
 
 #[cfg(feature = "python")]
 mod checkpoints;

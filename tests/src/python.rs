@@ -618,7 +618,7 @@ fn roundtrip_batch(batch: TensorBatch) -> TensorBatch {
 }
 
 /// Imports `tensor` and views it as a float32 array (the DLPack path timed by
-/// tests/python/bench_exchange.py); returns the view's data address.
+/// benches/bench_exchange.py); returns the view's data address.
 #[pyfunction]
 fn view_f32(tensor: ManagedTensor) -> PyResult<usize> {
     Ok(tensor.as_array::<f32, IxDyn>()?.as_ptr() as usize)

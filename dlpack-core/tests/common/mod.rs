@@ -1,5 +1,5 @@
 //! A stand-in foreign producer: tensors allocated the way a C library would, with a
-//! deleter that counts its calls.
+//! deleter that counts its calls; and a buffer that counts its drop.
 #![allow(dead_code, unreachable_pub)]
 
 use std::ffi::c_void;
@@ -20,6 +20,25 @@ impl Counter {
     }
     pub fn get(&self) -> usize {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A buffer of `f32` that bumps `counter` when dropped: the owner of a tensor made by
+/// `ManagedTensor::from_buffer` (or a producer's context), whose drop is the counted event.
+pub struct Counted {
+    pub data: Vec<f32>,
+    pub counter: Counter,
+}
+
+impl AsMut<[f32]> for Counted {
+    fn as_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.counter.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 

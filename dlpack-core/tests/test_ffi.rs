@@ -1,4 +1,7 @@
-//! The ABI against `dlpack.h` 1.3 (sizes and offsets as gcc lays them out on 64-bit).
+//! The C ABI against `dlpack.h` 1.3: the constants, device types and type codes, and
+//! their names. Sizes, alignments and field offsets are checked at compile time, on
+//! every 64-bit build, beside the structs (`src/ffi.rs`); the few layout facts that check
+//! does not state are asserted here.
 #![cfg(target_pointer_width = "64")]
 
 use std::mem::{align_of, offset_of, size_of};
@@ -6,58 +9,21 @@ use std::mem::{align_of, offset_of, size_of};
 use dlpack_core::ffi::*;
 
 #[test]
-fn struct_sizes_and_alignment() {
-    assert_eq!(
-        (size_of::<DLPackVersion>(), align_of::<DLPackVersion>()),
-        (8, 4)
-    );
-    assert_eq!((size_of::<DLDevice>(), align_of::<DLDevice>()), (8, 4));
-    assert_eq!((size_of::<DLDataType>(), align_of::<DLDataType>()), (4, 2));
-    assert_eq!((size_of::<DLTensor>(), align_of::<DLTensor>()), (48, 8));
-    assert_eq!(
-        (size_of::<DLManagedTensor>(), align_of::<DLManagedTensor>()),
-        (64, 8)
-    );
-    assert_eq!(
-        (
-            size_of::<DLManagedTensorVersioned>(),
-            align_of::<DLManagedTensorVersioned>()
-        ),
-        (80, 8)
-    );
-    assert_eq!(size_of::<DLDeviceType>(), 4);
-    assert_eq!(size_of::<DLDataTypeCode>(), 1);
+fn layout_beyond_the_compile_time_check() {
+    assert_eq!(align_of::<DLDevice>(), 4);
+    assert_eq!(align_of::<DLManagedTensor>(), 8);
+    assert_eq!(align_of::<DLManagedTensorVersioned>(), 8);
     // A nullable C function pointer is pointer-sized.
     assert_eq!(
         size_of::<Option<unsafe extern "C" fn(*mut DLManagedTensor)>>(),
         8
     );
-}
-
-#[test]
-fn field_offsets() {
     assert_eq!(offset_of!(DLPackVersion, major), 0);
     assert_eq!(offset_of!(DLPackVersion, minor), 4);
     assert_eq!(offset_of!(DLDevice, device_type), 0);
-    assert_eq!(offset_of!(DLDevice, device_id), 4);
     assert_eq!(offset_of!(DLDataType, code), 0);
-    assert_eq!(offset_of!(DLDataType, bits), 1);
-    assert_eq!(offset_of!(DLDataType, lanes), 2);
-    assert_eq!(offset_of!(DLTensor, data), 0);
-    assert_eq!(offset_of!(DLTensor, device), 8);
-    assert_eq!(offset_of!(DLTensor, ndim), 16);
-    assert_eq!(offset_of!(DLTensor, dtype), 20);
-    assert_eq!(offset_of!(DLTensor, shape), 24);
-    assert_eq!(offset_of!(DLTensor, strides), 32);
-    assert_eq!(offset_of!(DLTensor, byte_offset), 40);
     assert_eq!(offset_of!(DLManagedTensor, dl_tensor), 0);
-    assert_eq!(offset_of!(DLManagedTensor, manager_ctx), 48);
-    assert_eq!(offset_of!(DLManagedTensor, deleter), 56);
     assert_eq!(offset_of!(DLManagedTensorVersioned, version), 0);
-    assert_eq!(offset_of!(DLManagedTensorVersioned, manager_ctx), 8);
-    assert_eq!(offset_of!(DLManagedTensorVersioned, deleter), 16);
-    assert_eq!(offset_of!(DLManagedTensorVersioned, flags), 24);
-    assert_eq!(offset_of!(DLManagedTensorVersioned, dl_tensor), 32);
 }
 
 #[test]
