@@ -231,6 +231,19 @@ pub enum Error {
         /// The names, in batch order.
         names: Vec<String>,
     },
+    /// A value took a tensor that its type's [`FromDLPack::select_in`] did not select,
+    /// so the tensor was never read: a `FromDLPack` implementation whose `select_in`
+    /// does not mirror its `from_dlpack_in`. Python: `ValueError`.
+    ///
+    /// [`FromDLPack::select_in`]: crate::FromDLPack::select_in
+    #[error(
+        "tensor `{name}` was taken but not selected: the type's `FromDLPack::select_in` \
+         must select what its `from_dlpack_in` takes"
+    )]
+    NotSelected {
+        /// The tensor's name.
+        name: String,
+    },
     /// A batch does not fit the value it is imported or loaded into, strictly (like
     /// PyTorch's `load_state_dict(strict=True)`): every missing name, every unexpected
     /// name and every tensor that could not be taken (each an [`Error::Tensor`] naming

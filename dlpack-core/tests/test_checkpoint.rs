@@ -699,7 +699,7 @@ fn broken_indexes_are_typed_errors_naming_the_file_and_tensor() {
         (
             r#"{"weight_map": {}, "metadata": []}"#,
             None,
-            "not an object",
+            "`metadata` to be an object",
         ),
     ];
     for &(index, tensor, reason) in cases {
@@ -848,4 +848,296 @@ fn a_model_of_arrays_of_any_rank_loads_with_dynamic_dimensions() {
         model(2, 3).layers[1].weight
     );
     assert_eq!(report.unexpected, ["head.bias", "head.weight"]);
+}
+
+// What a load gives is what `from_dlpack_in` takes from a batch of every tensor of the
+// checkpoint, however much of it the type takes.
+
+#[derive(FromDLPack, Debug)]
+struct OptLayer {
+    w: Option<Array1<f32>>,
+}
+
+#[derive(FromDLPack, Debug)]
+struct OptLayers {
+    layers: Vec<OptLayer>,
+}
+
+#[derive(FromDLPack, Debug)]
+struct OptBlocks {
+    blocks: BTreeMap<String, OptLayer>,
+}
+
+#[derive(FromDLPack, Debug)]
+struct OptExtra {
+    extra: Option<OptLayer>,
+}
+
+/// A single-file checkpoint of float32 tensors of two elements under `names`.
+fn checkpoint_of(dir: &Path, names: &[&str]) -> Checkpoint {
+    let tensor = || Array1::from_elem(2, 1.0f32).to_dlpack().unwrap();
+    let batch =
+        TensorBatch::try_from(names.iter().map(|n| (*n, tensor())).collect::<Vec<_>>()).unwrap();
+    batch.write_checkpoint(dir, 1 << 30).unwrap();
+    Checkpoint::open(dir).unwrap()
+}
+
+#[test]
+fn a_part_loads_as_the_whole_batch_would_give_it() {
+    // Layer 1, map entry `b` and the option hold only tensors the types do not take (a
+    // hybrid model's other kind of layer): they still exist, as they do in a batch of
+    // every tensor.
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["layers.0.w", "layers.1.other", "layers.2.w"]);
+    let reference: OptLayers = checkpoint.read_where(|_| true).unwrap().extract().unwrap();
+    let (loaded, report) = checkpoint.load_lenient::<OptLayers>().unwrap();
+    assert_eq!(loaded.layers.len(), 3);
+    assert_eq!(loaded.layers.len(), reference.layers.len());
+    assert!(loaded.layers[1].w.is_none() && loaded.layers[2].w.is_some());
+    assert_eq!(report.unexpected, ["layers.1.other"]);
+
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["blocks.a.w", "blocks.b.other", "blocks.c.w"]);
+    let reference: OptBlocks = checkpoint.read_where(|_| true).unwrap().extract().unwrap();
+    let (loaded, _) = checkpoint.load_lenient::<OptBlocks>().unwrap();
+    let keys = |b: &OptBlocks| b.blocks.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&loaded), ["a", "b", "c"]);
+    assert_eq!(keys(&loaded), keys(&reference));
+
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["extra.other"]);
+    let (loaded, report) = checkpoint.load_lenient::<OptExtra>().unwrap();
+    assert!(loaded.extra.is_some_and(|e| e.w.is_none()));
+    assert_eq!(report.unexpected, ["extra.other"]);
+}
+
+#[derive(FromDLPack, Debug)]
+struct HeadW {
+    #[dlpack(flatten)]
+    inner: InnerHead,
+    head: Option<ManagedTensor>,
+}
+
+#[derive(FromDLPack, Debug)]
+struct InnerHead {
+    head: OnlyW,
+}
+
+#[derive(FromDLPack, Debug)]
+struct OnlyW {
+    w: Array1<f32>,
+}
+
+#[test]
+fn a_tensor_taken_by_an_earlier_field_is_gone_for_the_later_ones() {
+    // `inner.head.w` takes `head.w`; then no tensor is under `head`, and the option is
+    // `None`, as `from_dlpack` gives it.
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["head.w"]);
+    let reference = HeadW::from_dlpack(checkpoint.read_where(|_| true).unwrap()).unwrap();
+    let loaded: HeadW = checkpoint.load().unwrap();
+    assert!(reference.head.is_none() && loaded.head.is_none());
+    assert_eq!(loaded.inner.head.w, ndarray::arr1(&[1.0f32, 1.0]));
+}
+
+#[test]
+fn a_batch_field_selects_what_it_takes() {
+    #[derive(FromDLPack)]
+    struct WithBatch {
+        extra: TensorBatch,
+    }
+    // A batch field takes `extra.*`, not `extra` itself: that one is not read.
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["extra", "extra.a"]);
+    let names: BTreeSet<String> = checkpoint.names().map(str::to_owned).collect();
+    let mut selection = Selection::new(&names);
+    WithBatch::select_in("", &mut selection);
+    assert_eq!(selection.taken(), [("extra.a".to_owned(), Expected::ANY)]);
+    let (value, report) = checkpoint.load_lenient::<WithBatch>().unwrap();
+    assert_eq!(value.extra.names().collect::<Vec<_>>(), ["a"]);
+    assert_eq!(report.unexpected, ["extra"]);
+}
+
+/// A type whose `select_in` misses what its `from_dlpack_in` takes.
+#[derive(Debug)]
+struct Sneaky(#[allow(dead_code)] ManagedTensor);
+
+impl FromDLPack for Sneaky {
+    type Input = TensorBatch;
+    fn from_dlpack(input: TensorBatch) -> dlpack_core::Result<Self> {
+        let mut input = input;
+        Self::from_dlpack_in("", &mut input)
+    }
+    fn from_dlpack_in(_: &str, batch: &mut TensorBatch) -> dlpack_core::Result<Self> {
+        let name = batch.names().next().unwrap_or_default().to_owned();
+        batch
+            .remove(&name)
+            .map(Sneaky)
+            .ok_or(Error::MissingTensor { name })
+    }
+    fn select_in(_: &str, _: &mut Selection<'_>) {}
+}
+
+#[test]
+fn a_type_that_takes_what_it_did_not_select_is_an_error() {
+    let dir = folder();
+    let checkpoint = checkpoint_of(dir.path(), &["a"]);
+    let err = checkpoint.load_lenient::<Sneaky>().unwrap_err();
+    assert_eq!(err, Error::NotSelected { name: "a".into() });
+}
+
+#[test]
+fn an_empty_tensor_of_huge_extents_is_an_error_not_a_panic() {
+    // No element, but extents whose non-zero product passes `isize`, which ndarray
+    // cannot hold.
+    let dir = folder();
+    let path = dir.path().join("x.safetensors");
+    let header = format!(
+        r#"{{"t":{{"dtype":"F32","shape":[0,{},4],"data_offsets":[0,0]}}}}"#,
+        1u64 << 62
+    );
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let mut batch = TensorBatch::read_safetensors(&path).unwrap();
+    let err = ndarray::Array3::<f32>::from_dlpack(batch.remove("t").unwrap()).unwrap_err();
+    assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
+    #[derive(FromDLPack, Debug)]
+    struct T {
+        t: ndarray::Array3<f32>,
+    }
+    let err = Checkpoint::open(&path).unwrap().load::<T>().unwrap_err();
+    assert!(err.to_string().contains("overflow"), "{err}");
+}
+
+/// Three one-tensor shards `a`, `b`, `c` of `value`, in `dir`.
+fn save_abc(dir: &Path, value: f32) -> dlpack_core::Result<()> {
+    let tensor = || Array1::from_elem(2, value).to_dlpack().unwrap();
+    let batch = TensorBatch::try_from(vec![("a", tensor()), ("b", tensor()), ("c", tensor())])?;
+    batch.write_checkpoint(dir, 8)
+}
+
+#[derive(FromDLPack, Debug)]
+struct Abc {
+    a: Array1<f32>,
+    b: Array1<f32>,
+    c: Array1<f32>,
+}
+
+#[test]
+fn a_save_that_fails_midway_leaves_no_index_over_mixed_shards() {
+    let outer = folder();
+    let dir = outer.path().join("ckpt");
+    save_abc(&dir, 1.0).unwrap();
+    // Something in the way of shard 3: the second save fails after writing two shards.
+    let third = dir.join("model-00003-of-00003.safetensors");
+    std::fs::remove_file(&third).unwrap();
+    std::fs::create_dir(&third).unwrap();
+    std::fs::write(third.join("x"), b"x").unwrap();
+    assert!(save_abc(&dir, 2.0).is_err());
+    std::fs::remove_dir_all(&third).unwrap();
+    save_abc(&outer.path().join("old"), 1.0).unwrap();
+    std::fs::copy(
+        outer
+            .path()
+            .join("old")
+            .join("model-00003-of-00003.safetensors"),
+        &third,
+    )
+    .unwrap();
+    // New shards 1 and 2, the old 3: no index holds them together.
+    let err = Checkpoint::open(&dir).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Io {
+                kind: std::io::ErrorKind::NotFound,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "runs threads and a loop of saves")]
+fn a_reader_during_saves_never_sees_a_mix() {
+    let outer = folder();
+    let dir = outer.path().join("ckpt");
+    save_abc(&dir, 0.0).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut loads, mut mixed) = (0, 0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 1..=100 {
+                save_abc(&dir, i as f32).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            // Between the removal of the index and the new one, no checkpoint: an error.
+            if let Ok(abc) = Checkpoint::open(&dir).and_then(|c| c.load::<Abc>()) {
+                loads += 1;
+                if abc.a[0] != abc.b[0] || abc.b[0] != abc.c[0] {
+                    mixed += 1;
+                }
+            }
+        }
+    });
+    assert_eq!(mixed, 0, "{mixed} of {loads} loads mixed two saves");
+}
+
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "runs mkfifo")]
+fn only_regular_files_are_read_and_a_pipe_is_never_waited_for() {
+    let dir = folder();
+    let pipe = dir.path().join("pipe.safetensors");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&pipe)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map": {"a": "pipe.safetensors"}}"#,
+    )
+    .unwrap();
+    // Each returns at once (a pipe without a writer would block a plain open).
+    let err = Checkpoint::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err.root(),
+            Error::Io {
+                kind: std::io::ErrorKind::InvalidInput,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = TensorBatch::read_safetensors(&pipe).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Io {
+                kind: std::io::ErrorKind::InvalidInput,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A device in the index's place is not read (it would never end).
+    let index = dir.path().join("other.index.json");
+    std::os::unix::fs::symlink("/dev/zero", &index).unwrap();
+    let err = Checkpoint::open(&index).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Io {
+                kind: std::io::ErrorKind::InvalidInput,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

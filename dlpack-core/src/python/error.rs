@@ -54,6 +54,7 @@ impl From<Error> for PyErr {
             | Error::BufferResized { .. }
             | Error::DuplicateName { .. }
             | Error::UnexpectedTensors { .. }
+            | Error::NotSelected { .. }
             | Error::StateDict { .. }
             | Error::InvalidName { .. }
             | Error::InvalidFile { .. }

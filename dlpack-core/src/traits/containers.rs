@@ -79,6 +79,17 @@ impl FromDLPack for TensorBatch {
         }
         Ok(out)
     }
+    /// Every tensor named `prefix.*` (everything for an empty prefix).
+    fn select_in(prefix: &str, selection: &mut Selection<'_>) {
+        let names: Vec<String> = selection
+            .under(prefix)
+            .filter(|name| prefix.is_empty() || *name != prefix)
+            .map(str::to_owned)
+            .collect();
+        for name in names {
+            selection.take(&name, Expected::ANY);
+        }
+    }
 }
 
 impl<T: ToDLPack> ToDLPack for Option<T> {

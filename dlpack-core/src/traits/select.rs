@@ -40,7 +40,9 @@ impl Expected {
 /// The names mirror what `from_dlpack_in` takes from a batch holding those names: a
 /// field `prefix.name`, `Vec` items `prefix.0`, `prefix.1`, ... up to the first index
 /// with no tensor, an `Option` only when some tensor is named `prefix` or `prefix.*`,
-/// map entries by the segments after `prefix.`.
+/// map entries by the segments after `prefix.`. As `from_dlpack_in` removes what it
+/// takes from the batch, a name once taken is no longer among the names a later
+/// question sees, and taking it again finds it missing.
 ///
 /// [`FromDLPack::select_in`]: crate::FromDLPack::select_in
 #[derive(Debug)]
@@ -66,19 +68,21 @@ impl<'a> Selection<'a> {
         }
     }
 
-    /// Whether the source holds a tensor named `name`.
+    /// Whether the source holds a tensor named `name` that nothing took yet.
     pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.names.contains(name) && !self.seen.contains_key(name)
     }
 
     /// Whether the source holds a tensor named `prefix` or `prefix.*` (any tensor for
-    /// an empty prefix), as [`TensorBatch::contains_prefix`](crate::TensorBatch::contains_prefix).
+    /// an empty prefix) that nothing took yet, as
+    /// [`TensorBatch::contains_prefix`](crate::TensorBatch::contains_prefix) asks a
+    /// batch.
     pub fn contains_prefix(&self, prefix: &str) -> bool {
         self.under(prefix).next().is_some()
     }
 
     /// The names the source holds that are `prefix` or start with `prefix.` (every
-    /// name for an empty prefix), in sorted order.
+    /// name for an empty prefix) and that nothing took yet, in sorted order.
     pub fn under<'s>(&'s self, prefix: &'s str) -> impl Iterator<Item = &'a str> + 's {
         let names: &'a BTreeSet<String> = self.names;
         names
@@ -89,6 +93,7 @@ impl<'a> Selection<'a> {
             .map(String::as_str)
             .take_while(move |name| name.starts_with(prefix))
             .filter(move |name| prefix.is_empty() || *name == prefix || is_under(name, prefix))
+            .filter(move |name| !self.seen.contains_key(*name))
     }
 
     /// The distinct first segments of the names under `prefix.` (of every name for an
@@ -108,12 +113,10 @@ impl<'a> Selection<'a> {
     }
 
     /// Takes the tensor named `name`, expected to be as `expected` says; a name the
-    /// source lacks is recorded as missing. A name taken twice counts once.
+    /// source lacks, or one already taken, is recorded as missing (as `from_dlpack_in`
+    /// finds it missing from the batch).
     pub fn take(&mut self, name: &str, expected: Expected) {
-        if self.seen.contains_key(name) {
-            return;
-        }
-        if !self.names.contains(name) {
+        if !self.contains(name) {
             if !self.missing.iter().any(|m| m == name) {
                 self.missing.push(name.to_owned());
             }
@@ -123,8 +126,9 @@ impl<'a> Selection<'a> {
         self.taken.push((name.to_owned(), expected));
     }
 
-    /// Takes every tensor named `prefix` or `prefix.*`, expecting nothing of them: what
-    /// a type takes when it does not say more (a `with` module's field, a batch).
+    /// Takes every tensor named `prefix` or `prefix.*` that nothing took yet,
+    /// expecting nothing of them: what a type takes when it does not say more (a
+    /// `with` module's field).
     pub fn take_under(&mut self, prefix: &str) {
         let names: Vec<&str> = self.under(prefix).collect();
         for name in names {

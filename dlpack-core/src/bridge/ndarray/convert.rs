@@ -101,6 +101,17 @@ fn reclaim_vec<A: Element, D: Dimension + 'static>(
     let Some(count) = dim.size_checked() else {
         return Err(tensor);
     };
+    // ndarray also needs the product of the non-zero extents to fit `isize`, which an
+    // empty shape of huge extents breaks: such a tensor takes the checked path.
+    let fits = dim
+        .slice()
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |p, &n| p.checked_mul(n))
+        .is_some_and(|p| isize::try_from(p).is_ok());
+    if !fits {
+        return Err(tensor);
+    }
     if !standard || tensor.byte_offset() != 0 {
         return Err(tensor);
     }

@@ -146,7 +146,7 @@ impl LoadOptions {
     /// dtype, and a field of another dtype is an error naming the tensor.
     ///
     /// A load that converts reads each tensor through a staging buffer of at most
-    /// 1 MiB per thread (and 64 KiB for the conversion); one that does not, reads
+    /// 1 MiB per thread (and 96 KiB for the conversion); one that does not, reads
     /// straight into the output.
     #[must_use]
     pub fn convert_floats(mut self, dtype: DataType) -> Self {
@@ -189,8 +189,9 @@ impl Checkpoint {
     ///
     /// # Errors
     ///
-    /// Each names the file and, where there is one, the tensor; no file outside the
-    /// index's folder is opened.
+    /// Each names the file and, where there is one, the tensor. No name in an index
+    /// leads out of its folder (a shard that is a symbolic link is followed: the Hugging
+    /// Face cache lays its checkpoints out so), and only regular files are read.
     /// - [`Error::Io`] when a file cannot be opened or read: the path, the index, a
     ///   shard (in an [`Error::Tensor`] naming a tensor the index places there), or a
     ///   folder with neither file (`NotFound`).
@@ -254,16 +255,24 @@ impl Checkpoint {
 
     /// A checkpoint of the shards an index lists.
     fn open_index(path: &Path) -> Result<Self> {
-        let (mut file, len) = open(path)?;
+        let (file, len) = open(path)?;
+        let too_long = |len| {
+            let reason = format!("the index has {len} bytes, above the limit of {MAX_HEADER}");
+            invalid(path, None, reason)
+        };
         if len > MAX_HEADER as u64 {
-            return Err(invalid(
-                path,
-                None,
-                format!("the index has {len} bytes, above the limit of {MAX_HEADER}"),
-            ));
+            return Err(too_long(len));
         }
+        // No more than the limit, whatever the length said.
         let mut json = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut json).map_err(|e| Error::io(path, &e))?;
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&file, MAX_HEADER as u64 + 1),
+            &mut json,
+        )
+        .map_err(|e| Error::io(path, &e))?;
+        if json.len() > MAX_HEADER {
+            return Err(too_long(json.len() as u64));
+        }
         let index = index::parse(path, &json)?;
         let folder = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -430,7 +439,11 @@ impl Checkpoint {
 
     /// Loads a `T` that takes a part of the checkpoint (one layer of a model, say),
     /// reading only the tensors it takes: the tensors it does not take are listed in
-    /// the report's `unexpected`, in the index's order, and never read. A tensor `T`
+    /// the report's `unexpected`, in the index's order, and never read (unless `T`
+    /// selects more than it keeps: the default [`FromDLPack::select_in`] of a type that
+    /// does not say what it takes). The value is the one `T::from_dlpack_in` would
+    /// take from a batch of every tensor of the checkpoint: which `Vec` items, map
+    /// entries and `Option`s exist follows all the names, read or not. A tensor `T`
     /// needs and the checkpoint lacks is still an error (a fresh value needs every
     /// field), and so is a dtype or rank that does not fit, as in [`load`](Self::load).
     pub fn load_lenient<T>(&self) -> Result<(T, LoadReport)>
@@ -458,7 +471,7 @@ impl Checkpoint {
         let mut selection = Selection::new(&self.names);
         T::select_in("", &mut selection);
         // What the headers tell, before anything is read.
-        let mut unexpected: Vec<String> = self
+        let unexpected: Vec<String> = self
             .names()
             .filter(|name| !selection.is_taken(name))
             .map(str::to_owned)
@@ -496,26 +509,40 @@ impl Checkpoint {
             let unexpected = if lenient { Vec::new() } else { unexpected };
             return Err(merge(errors, unexpected));
         }
-        let taken: Vec<usize> = selection
-            .taken()
-            .iter()
-            .filter_map(|(name, _)| self.by_name.get(name).copied())
+        // The tensors selected, read; every other one stands in the batch as an empty
+        // placeholder that is never read, so that the value sees the checkpoint's names
+        // as a batch of all of them would show them (which `Vec` items exist, which
+        // `Option`s are there, which map keys).
+        let taken: Vec<usize> = (0..self.tensors.len())
+            .filter(|&i| selection.is_taken(&self.tensors[i].name))
             .collect();
-        let mut batch = self.read(&taken, plan)?;
+        let read = self.read_tensors(&taken, plan)?;
+        let mut read = taken.iter().copied().zip(read).peekable();
+        let mut batch = TensorBatch::with_capacity(self.tensors.len());
+        for (i, stored) in self.tensors.iter().enumerate() {
+            let tensor = match read.next_if(|(at, _)| *at == i) {
+                Some((_, tensor)) => tensor,
+                None => placeholder()?,
+            };
+            batch
+                .insert(stored.name.as_str(), tensor)
+                .map_err(|e| invalid(&self.path, Some(&stored.name), e.to_string()))?;
+        }
+        *batch.metadata_mut() = self.metadata.clone();
         let value = T::from_dlpack_in("", &mut batch);
-        // A type that takes everything under a name may leave some of it.
+        // A placeholder taken: a type whose selection missed what it takes.
+        if let Some(name) = unexpected.iter().find(|name| !batch.contains(name)) {
+            return Err(Error::NotSelected { name: name.clone() });
+        }
         let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
         match value {
-            Ok(value) if leftovers.is_empty() || lenient => {
-                unexpected.extend(leftovers);
-                Ok((
-                    value,
-                    LoadReport {
-                        missing: Vec::new(),
-                        unexpected,
-                    },
-                ))
-            }
+            Ok(value) if leftovers.is_empty() || lenient => Ok((
+                value,
+                LoadReport {
+                    missing: Vec::new(),
+                    unexpected: leftovers,
+                },
+            )),
             Ok(_) => Err(merge(Vec::new(), leftovers)),
             Err(err) => Err(merge(
                 vec![err],
@@ -542,11 +569,17 @@ impl Checkpoint {
         let taken: Vec<usize> = (0..self.tensors.len())
             .filter(|&i| filter(&self.tensors[i].name))
             .collect();
-        self.read(&taken, plan)
+        let tensors = self.read_tensors(&taken, plan)?;
+        self.batch(
+            taken
+                .iter()
+                .map(|&i| self.tensors[i].name.as_str())
+                .zip(tensors),
+        )
     }
 
     /// Reads the tensors at `taken` (indices into `tensors`), in that order.
-    fn read(&self, taken: &[usize], plan: Plan) -> Result<TensorBatch> {
+    fn read_tensors(&self, taken: &[usize], plan: Plan) -> Result<Vec<ManagedTensor>> {
         let mut sources = Vec::with_capacity(taken.len());
         for &i in taken {
             let stored = &self.tensors[i];
@@ -565,13 +598,7 @@ impl Checkpoint {
                 len: entry.end - entry.begin,
             });
         }
-        let tensors = read::read(&sources, plan)?;
-        self.batch(
-            taken
-                .iter()
-                .map(|&i| self.tensors[i].name.as_str())
-                .zip(tensors),
-        )
+        read::read(&sources, plan)
     }
 
     /// A batch of named tensors, with the shards' metadata.
@@ -633,10 +660,13 @@ impl Checkpoint {
                     mapped[i] = Some(tensor);
                 }
             }
-            if let Some((name, _)) = listed.iter().find(|(_, i)| !found.contains(*i)) {
+            let lost = (0..self.tensors.len()).find(|i| {
+                listed.contains_key(self.tensors[*i].name.as_str()) && !found.contains(i)
+            });
+            if let Some(i) = lost {
                 return Err(invalid(
                     &self.path,
-                    Some(name),
+                    Some(&self.tensors[i].name),
                     format!(
                         "the index places it in `{}`, which no longer holds it",
                         shard.path.display()
@@ -651,6 +681,11 @@ impl Checkpoint {
                 .filter_map(|(t, tensor)| Some((t.name.as_str(), tensor?))),
         )
     }
+}
+
+/// An empty tensor that stands for a tensor not read (see `load_as`).
+fn placeholder() -> Result<ManagedTensor> {
+    ManagedTensor::from_buffer(Vec::<u8>::new(), 0, &[0], &[1])
 }
 
 impl fmt::Debug for Checkpoint {

@@ -14,7 +14,7 @@ use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::dtype::DataType;
 
-/// Elements converted at a time, through [`Scratch`]: 16 Ki `f32`s (64 KiB).
+/// Elements converted at a time, through [`Scratch`]: 16 Ki `f32`s and `u16`s (96 KiB).
 const BLOCK: usize = 16 * 1024;
 
 /// Whether a load converts between `dtype` and the other float types.

@@ -75,14 +75,24 @@ impl TensorBatch {
     }
 }
 
-/// Opens `path` for reading: its file and length. A folder is an
-/// [`Error::Io`] of kind `IsADirectory` (opening one succeeds on some systems).
+/// Opens `path` for reading: its file and length. Only a regular file (or a link to
+/// one) is read: a folder is an [`Error::Io`] of kind `IsADirectory` (opening one
+/// succeeds on some systems), anything else (a pipe, a device) one of kind
+/// `InvalidInput`. On Unix the file is opened without blocking, so that a pipe with no
+/// writer is refused rather than waited for.
 pub(super) fn open(path: &Path) -> Result<(File, u64)> {
-    let file = File::open(path).map_err(|e| Error::io(path, &e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| Error::io(path, &e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
+    let refused = |kind, what| Err(Error::io(path, &std::io::Error::new(kind, what)));
     if meta.is_dir() {
-        let err = std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory");
-        return Err(Error::io(path, &err));
+        return refused(std::io::ErrorKind::IsADirectory, "is a directory");
+    }
+    if !meta.is_file() {
+        return refused(std::io::ErrorKind::InvalidInput, "is not a regular file");
     }
     Ok((file, meta.len()))
 }

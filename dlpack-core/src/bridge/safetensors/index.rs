@@ -92,23 +92,15 @@ pub(super) fn parse(path: &Path, json: &[u8]) -> Result<Index> {
         })?;
         weight_map.push((name, shard));
     }
-    let metadata = match raw.metadata {
-        None | Some(serde_json::Value::Null) => BTreeMap::new(),
-        Some(serde_json::Value::Object(map)) => map
-            .into_iter()
-            .map(|(key, value)| match value {
-                serde_json::Value::String(text) => (key, text),
-                other => (key, other.to_string()),
-            })
-            .collect(),
-        Some(other) => {
-            return Err(invalid(
-                path,
-                None,
-                format!("the index's `metadata` is {other}, not an object"),
-            ));
-        }
-    };
+    let metadata = raw
+        .metadata
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| match value {
+            serde_json::Value::String(text) => (key, text),
+            other => (key, other.to_string()),
+        })
+        .collect();
     Ok(Index {
         weight_map,
         metadata,
@@ -145,7 +137,7 @@ fn check_shard_name(name: &str) -> core::result::Result<(), &'static str> {
 /// What the index's JSON holds, before the checks.
 struct RawIndex {
     weight_map: Option<Vec<(String, serde_json::Value)>>,
-    metadata: Option<serde_json::Value>,
+    metadata: Option<Vec<(String, serde_json::Value)>>,
 }
 
 /// Reads the index's top-level object, refusing a key given twice.
@@ -169,8 +161,10 @@ impl<'de> Visitor<'de> for IndexVisitor {
                 return Err(de::Error::custom(format!("the key `{key}` appears twice")));
             }
             match key.as_str() {
-                "weight_map" => raw.weight_map = Some(map.next_value_seed(WeightMap)?),
-                "metadata" => raw.metadata = Some(map.next_value()?),
+                "weight_map" => {
+                    raw.weight_map = map.next_value_seed(Entries("weight_map", "tensor"))?
+                }
+                "metadata" => raw.metadata = map.next_value_seed(Entries("metadata", "key"))?,
                 // Other keys, which later writers may add, are read and left alone.
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
@@ -181,25 +175,30 @@ impl<'de> Visitor<'de> for IndexVisitor {
     }
 }
 
-/// Reads the `weight_map` object in order, refusing a tensor named twice.
-struct WeightMap;
+/// Reads the object under the key it names (`weight_map`, `metadata`) in order,
+/// refusing a key (a tensor, a metadata key) given twice; `null` is no object.
+struct Entries(&'static str, &'static str);
 
-impl<'de> DeserializeSeed<'de> for WeightMap {
-    type Value = Vec<(String, serde_json::Value)>;
+impl<'de> DeserializeSeed<'de> for Entries {
+    type Value = Option<Vec<(String, serde_json::Value)>>;
 
     fn deserialize<D: Deserializer<'de>>(
         self,
         deserializer: D,
     ) -> core::result::Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
+        deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for WeightMap {
-    type Value = Vec<(String, serde_json::Value)>;
+impl<'de> Visitor<'de> for Entries {
+    type Value = Option<Vec<(String, serde_json::Value)>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object from tensor names to shard file names")
+        write!(f, "`{}` to be an object", self.0)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Ok(None)
     }
 
     fn visit_map<A: MapAccess<'de>>(
@@ -208,15 +207,16 @@ impl<'de> Visitor<'de> for WeightMap {
     ) -> core::result::Result<Self::Value, A::Error> {
         let mut seen = HashSet::new();
         let mut entries = Vec::new();
-        while let Some(name) = map.next_key::<String>()? {
-            if !seen.insert(name.clone()) {
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
                 return Err(de::Error::custom(format!(
-                    "the tensor `{name}` appears twice in `weight_map`"
+                    "the {} `{key}` appears twice in `{}`",
+                    self.1, self.0
                 )));
             }
-            entries.push((name, map.next_value()?));
+            entries.push((key, map.next_value()?));
         }
-        Ok(entries)
+        Ok(Some(entries))
     }
 }
 
@@ -268,13 +268,21 @@ mod tests {
         assert_eq!(ok.metadata["format"], "pt");
         for (text, what) in [
             (r#"{"weight_map": {"a": "x", "a": "y"}}"#, "appears twice"),
+            (
+                r#"{"weight_map": {}, "metadata": {"k": 1, "k": 2}}"#,
+                "appears twice in `metadata`",
+            ),
+            (r#"{"weight_map": null}"#, "no `weight_map`"),
             (r#"{"weight_map": {}, "weight_map": {}}"#, "appears twice"),
             (r#"{"metadata": {}}"#, "no `weight_map`"),
             (r#"{"weight_map": {"a": 3}}"#, "not a file name"),
             (r#"{"weight_map": {"a": "../x.safetensors"}}"#, "separator"),
             (r#"{"weight_map": {"a": "/x.safetensors"}}"#, "separator"),
             (r#"{"weight_map": []}"#, "not valid JSON"),
-            (r#"{"weight_map": {}, "metadata": 3}"#, "not an object"),
+            (
+                r#"{"weight_map": {}, "metadata": 3}"#,
+                "`metadata` to be an object",
+            ),
             ("[1]", "not valid JSON"),
             ("{", "not valid JSON"),
         ] {

@@ -8,7 +8,7 @@
 //! place in the buffer: no buffer of a file, no second copy. A converting chunk is read
 //! in blocks into the thread's staging buffer and converted into place, so the memory a
 //! load uses beyond its output is at most [`STAGING`] bytes per thread (plus the
-//! conversion's own 64 KiB), and a read that converts nothing uses none.
+//! conversion's own 96 KiB), and a read that converts nothing uses none.
 
 use std::fs::File;
 use std::num::NonZeroUsize;
@@ -185,7 +185,8 @@ fn chunks<'b>(
 }
 
 /// Runs the items on `threads` threads (this one among them), stopping at the first
-/// error; the error of the first tensor that failed.
+/// error: the error of the first tensor, in order, among those that failed before the
+/// threads stopped. A thread the system cannot start leaves its work to the others.
 fn run(items: Vec<Item<'_>>, threads: usize, sources: &[Source<'_>]) -> Result<()> {
     let queue = Mutex::new(items.into_iter());
     let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
@@ -213,7 +214,12 @@ fn run(items: Vec<Item<'_>>, threads: usize, sources: &[Source<'_>]) -> Result<(
     } else {
         std::thread::scope(|scope| {
             for _ in 1..threads {
-                scope.spawn(work);
+                if std::thread::Builder::new()
+                    .spawn_scoped(scope, work)
+                    .is_err()
+                {
+                    break;
+                }
             }
             work();
         });

@@ -267,11 +267,17 @@ impl TensorBatch {
     /// [`metadata`](Self::metadata) as its `__metadata__` (`from_pretrained` expects
     /// `{"format": "pt"}` there). The folder is created if needed.
     ///
-    /// Every file is replaced atomically, shards first and the index last, so that a
-    /// reader of the folder meanwhile finds the earlier checkpoint or the new one. Then
-    /// what an earlier, larger save left is removed: shards of another count or number,
-    /// and `model.safetensors` or the index, whichever the new layout does not use.
-    /// Other files in the folder are left alone.
+    /// Every file is replaced atomically, and a reader of the folder meanwhile never
+    /// finds a mix of old and new shards under one index: a sharded save first removes
+    /// the index of an earlier save, then writes the shards, then the new index, so
+    /// that in between [`Checkpoint::open`](super::Checkpoint::open) finds the earlier
+    /// `model.safetensors` if there is one, and else no checkpoint (an error), and a
+    /// save that fails midway leaves no index over its shards; a single-file save
+    /// writes `model.safetensors`, then removes the earlier index. A checkpoint already
+    /// open keeps reading the files it opened (a replaced file is a new one). Then what
+    /// an earlier save left is removed: shards of another count or number, and
+    /// `model.safetensors` or the index, whichever the new layout does not use. Other
+    /// files in the folder are left alone.
     ///
     /// # Errors
     ///
@@ -316,6 +322,10 @@ impl TensorBatch {
             planned.push((path, plan));
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
+        if count > 1 {
+            // No index over a mix of old and new shards, even if this save fails.
+            remove_if_there(&dir.join(INDEX_NAME))?;
+        }
         for (path, plan) in &planned {
             write_planned(path, plan)?;
         }
@@ -342,10 +352,13 @@ impl TensorBatch {
 }
 
 /// Removes what an earlier save left in `dir` that the checkpoint of `files` does not
-/// use: shards not among them, `model.safetensors` beside shards, the index beside a
-/// single file.
+/// use: the index beside a single file (first, so that no reader finds it over shards
+/// being removed), shards not among `files`, `model.safetensors` beside shards.
 fn remove_stale(dir: &Path, files: &[String]) -> Result<()> {
     let sharded = files.len() > 1;
+    if !sharded {
+        remove_if_there(&dir.join(INDEX_NAME))?;
+    }
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, &e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, &e))?;
@@ -355,20 +368,22 @@ fn remove_stale(dir: &Path, files: &[String]) -> Result<()> {
             false
         } else if name == SINGLE_NAME {
             sharded
-        } else if name == INDEX_NAME {
-            !sharded
         } else {
             is_shard_name(name)
         };
         if stale {
-            let path = entry.path();
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                // Gone already (another process cleaning up): nothing left to remove.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, &e)),
-            }
+            remove_if_there(&entry.path())?;
         }
     }
     Ok(())
+}
+
+/// Removes the file at `path`, if there is one.
+fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        // Not there (or gone already, another process cleaning up): nothing to remove.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, &e)),
+    }
 }
