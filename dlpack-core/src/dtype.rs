@@ -98,6 +98,20 @@ impl DataType {
     }
 }
 
+/// The right of the first pair whose left is `left`, in a table of pairs: a foreign type
+/// system's types beside DLPack's, one table for both directions (read it the other way
+/// with the pairs swapped, [`right_to_left`]).
+#[cfg(any(feature = "burn", feature = "safetensors"))]
+pub(crate) fn left_to_right<L: PartialEq, R: Copy>(pairs: &[(L, R)], left: &L) -> Option<R> {
+    pairs.iter().find(|(l, _)| l == left).map(|&(_, r)| r)
+}
+
+/// The left of the first pair whose right is `right` (see [`left_to_right`]).
+#[cfg(any(feature = "burn", feature = "safetensors"))]
+pub(crate) fn right_to_left<L: Copy, R: PartialEq>(pairs: &[(L, R)], right: &R) -> Option<L> {
+    pairs.iter().find(|(_, r)| r == right).map(|&(l, _)| l)
+}
+
 impl From<DLDataType> for DataType {
     fn from(raw: DLDataType) -> Self {
         Self(raw)

@@ -161,6 +161,16 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// What `f` adds to the resident set at its peak, in bytes, with what `f` returns
+/// (dropped only after the measure).
+fn peak_of<T>(f: impl FnOnce() -> T) -> (u64, T) {
+    let (before, _) = memory();
+    reset_peak();
+    let value = f();
+    let (_, peak) = memory();
+    (peak.saturating_sub(before), value)
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
@@ -185,12 +195,10 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
             )
         }
         "read" => {
-            let (before, _) = memory();
-            reset_peak();
-            let model = Gpt2::from_dlpack(TensorBatch::read_safetensors(path).unwrap()).unwrap();
-            let (_, peak) = memory();
+            let (added, model) = peak_of(|| {
+                Gpt2::from_dlpack(TensorBatch::read_safetensors(path).unwrap()).unwrap()
+            });
             drop(model);
-            let added = peak.saturating_sub(before);
             format!(
                 "read into owned fields, peak: +{:.1} MiB ({:.3} x the file)",
                 mib(added),
@@ -205,12 +213,8 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
                 (out.with_file_name("gpt2-4-bf16"), options)
             };
             let checkpoint = Checkpoint::open(&dir).unwrap();
-            let (before, _) = memory();
-            reset_peak();
-            let model: Gpt2 = checkpoint.load_with(&options).unwrap();
-            let (_, peak) = memory();
+            let (added, model) = peak_of(|| checkpoint.load_with::<Gpt2>(&options).unwrap());
             drop(model);
-            let added = peak.saturating_sub(before);
             let output = 4 * checkpoint
                 .names()
                 .filter_map(|n| checkpoint.tensor(n))
@@ -226,12 +230,8 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
         }
         _ => {
             let batch = TensorBatch::read_safetensors(path).unwrap();
-            let (before, _) = memory();
-            reset_peak();
-            batch.write_safetensors(out).unwrap();
-            let (_, peak) = memory();
+            let (added, ()) = peak_of(|| batch.write_safetensors(out).unwrap());
             let _ = std::fs::remove_file(out);
-            let added = peak.saturating_sub(before);
             format!(
                 "write, peak beyond the tensors: +{:.2} MiB ({:.3} % of the file)",
                 mib(added),

@@ -26,7 +26,7 @@ use burn_std::{
 
 use crate::batch::TensorBatch;
 use crate::device::Device;
-use crate::dtype::DataType;
+use crate::dtype::{DataType, left_to_right, right_to_left};
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 use crate::layout::{self, Positions};
@@ -64,23 +64,16 @@ fn to_dlpack_dtype(dtype: DType) -> Result<DataType> {
         DType::Bool(BoolStore::U8) => DType::Bool(BoolStore::Native),
         other => other,
     };
-    DTYPES
-        .iter()
-        .find(|(burn, _)| *burn == native)
-        .map(|&(_, dlpack)| dlpack)
-        .ok_or_else(|| {
-            burn_error(format!(
-                "dtype {dtype:?} has no DLPack equivalent (dequantize, or cast first)"
-            ))
-        })
+    left_to_right(&DTYPES, &native).ok_or_else(|| {
+        burn_error(format!(
+            "dtype {dtype:?} has no DLPack equivalent (dequantize, or cast first)"
+        ))
+    })
 }
 
 /// The burn dtype of a DLPack type.
 fn to_burn_dtype(dtype: DataType) -> Result<DType> {
-    DTYPES
-        .iter()
-        .find(|(_, dlpack)| *dlpack == dtype)
-        .map(|&(burn, _)| burn)
+    right_to_left(&DTYPES, &dtype)
         .ok_or_else(|| burn_error(format!("dtype {dtype} has no burn flex equivalent")))
 }
 

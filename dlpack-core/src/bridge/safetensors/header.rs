@@ -26,7 +26,7 @@ use safetensors::Dtype;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::dtype::DataType;
+use crate::dtype::{DataType, left_to_right, right_to_left};
 use crate::error::{Error, Result};
 
 /// The size of the header's length field.
@@ -282,18 +282,12 @@ const DTYPES: [(Dtype, DataType); 22] = [
 
 /// The DLPack type of a safetensors dtype.
 pub(super) fn data_type(dtype: Dtype) -> Option<DataType> {
-    DTYPES
-        .iter()
-        .find(|(stored, _)| *stored == dtype)
-        .map(|&(_, dlpack)| dlpack)
+    left_to_right(&DTYPES, &dtype)
 }
 
 /// The safetensors dtype of a DLPack type, if the format has one.
 pub(super) fn safetensors_dtype(dtype: DataType) -> Option<Dtype> {
-    DTYPES
-        .iter()
-        .find(|(_, dlpack)| *dlpack == dtype)
-        .map(|&(stored, _)| stored)
+    right_to_left(&DTYPES, &dtype)
 }
 
 /// What the header's JSON holds, before the checks.
