@@ -267,17 +267,19 @@ impl TensorBatch {
     /// [`metadata`](Self::metadata) as its `__metadata__` (`from_pretrained` expects
     /// `{"format": "pt"}` there). The folder is created if needed.
     ///
-    /// Every file is replaced atomically, and a reader of the folder meanwhile never
-    /// finds a mix of old and new shards under one index: a sharded save first removes
-    /// the index of an earlier save, then writes the shards, then the new index, so
-    /// that in between [`Checkpoint::open`](super::Checkpoint::open) finds the earlier
-    /// `model.safetensors` if there is one, and else no checkpoint (an error), and a
-    /// save that fails midway leaves no index over its shards; a single-file save
-    /// writes `model.safetensors`, then removes the earlier index. A checkpoint already
-    /// open keeps reading the files it opened (a replaced file is a new one). Then what
-    /// an earlier save left is removed: shards of another count or number, and
-    /// `model.safetensors` or the index, whichever the new layout does not use. Other
-    /// files in the folder are left alone.
+    /// Every file is replaced atomically (never seen half written), one after the
+    /// other. A sharded save first removes the index of an earlier save, then writes
+    /// the shards, then the new index: a save that fails midway leaves no index over a
+    /// mix of its shards and earlier ones, and [`Checkpoint::open`](super::Checkpoint::open)
+    /// then finds the earlier `model.safetensors` if there is one, else no checkpoint
+    /// (an error). A single-file save writes `model.safetensors`, then removes the
+    /// earlier index. As with `save_pretrained`, the shards of a folder are not replaced
+    /// together: a reader that opens the folder while a save is under way may find
+    /// shards of both saves (save into a new folder and rename it for that), while a
+    /// checkpoint already open keeps reading the files it opened (a replaced file is a
+    /// new one). Then what an earlier save left is removed: shards of another count or
+    /// number, and `model.safetensors` or the index, whichever the new layout does not
+    /// use. Other files in the folder are left alone.
     ///
     /// # Errors
     ///
