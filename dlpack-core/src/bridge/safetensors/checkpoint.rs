@@ -165,9 +165,7 @@ impl LoadOptions {
 
     /// The reading plan; an error for a conversion to a type that is not a float.
     fn plan(&self) -> Result<Plan> {
-        if let Some(dtype) = self.convert
-            && !convert::is_float(dtype)
-        {
+        if let Some(dtype) = self.convert.filter(|&d| !convert::is_float(d)) {
             return Err(Error::UnsupportedDtype { dtype });
         }
         let threads = self
@@ -487,17 +485,13 @@ impl Checkpoint {
                 continue;
             };
             let dtype = plan.dtype_of(dtype);
-            if let Some(want) = expected.dtype
-                && want != dtype
-            {
+            if let Some(want) = expected.dtype.filter(|&want| want != dtype) {
                 let err = Error::DtypeMismatch {
                     expected: want,
                     found: dtype,
                 };
                 errors.push(err.in_tensor(name));
-            } else if let Some(want) = expected.ndim
-                && want != ndim
-            {
+            } else if let Some(want) = expected.ndim.filter(|&want| want != ndim) {
                 let err = Error::NdimMismatch {
                     expected: want,
                     found: ndim,
