@@ -2,11 +2,12 @@
 //! shards with their index, opened by reading headers only, and loaded into a value by
 //! reading only the tensors the value takes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::batch::TensorBatch;
 use crate::dtype::DataType;
@@ -15,7 +16,7 @@ use crate::tensor::ManagedTensor;
 use crate::traits::{FromDLPack, LoadReport, Selection, merge};
 
 use super::convert;
-use super::file::{big_endian, map_file, open, read_header};
+use super::file::{big_endian, map_opened, open, read_header};
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
 use super::read::{self, Plan, Source};
@@ -47,24 +48,29 @@ pub struct Checkpoint {
     shards: Vec<Shard>,
     /// Every tensor, in the index's order (the file's for a single file).
     tensors: Vec<Stored>,
-    /// The tensors' names, for selections, and where each is in `tensors`.
-    names: BTreeSet<String>,
-    by_name: HashMap<String, usize>,
+    /// The tensors' names, for selections, and where each is in `tensors` (made when
+    /// first asked for: a map needs neither).
+    names: OnceLock<BTreeSet<String>>,
+    by_name: OnceLock<HashMap<String, usize>>,
     /// The shards' `__metadata__`, merged, and the index's `metadata`.
     metadata: BTreeMap<String, String>,
     index_metadata: BTreeMap<String, String>,
 }
 
-/// One file of a checkpoint: its path, its open file, its checked header.
+/// One file of a checkpoint: its path, its open file, its checked header and the JSON
+/// bytes it was parsed from, and for each entry of the header the tensor of the
+/// checkpoint it is, if the index lists it there.
 struct Shard {
     path: PathBuf,
     file: File,
     header: Header,
+    json: Vec<u8>,
+    listed: Vec<Option<usize>>,
 }
 
-/// Where a tensor of the checkpoint is: its shard, its entry in the shard's header.
+/// Where a tensor of the checkpoint is: its shard, its entry in the shard's header
+/// (which holds its name).
 struct Stored {
-    name: String,
     shard: usize,
     entry: usize,
 }
@@ -228,19 +234,18 @@ impl Checkpoint {
     /// A checkpoint of one safetensors file: all its tensors, in its header's order.
     pub(super) fn open_file(path: &Path) -> Result<Self> {
         let (file, len) = open(path)?;
-        let header = read_header(path, &file, len)?;
+        let (header, json) = read_header(path, &file, len)?;
         let metadata = header.metadata.clone();
         let tensors: Vec<Stored> = (0..header.entries.len())
-            .map(|entry| Stored {
-                name: header.entries[entry].name.clone(),
-                shard: 0,
-                entry,
-            })
+            .map(|entry| Stored { shard: 0, entry })
             .collect();
+        let listed = (0..tensors.len()).map(Some).collect();
         let shard = Shard {
             path: path.to_owned(),
             file,
             header,
+            json,
+            listed,
         };
         Ok(Self::new(
             path,
@@ -277,34 +282,44 @@ impl Checkpoint {
             _ => Path::new("."),
         };
         // Each shard opened once, in the order the index first names it.
-        let mut shards: Vec<Shard> = Vec::new();
-        let mut shard_of: HashMap<&str, usize> = HashMap::new();
-        for (name, file_name) in &index.weight_map {
-            if shard_of.contains_key(file_name.as_str()) {
-                continue;
-            }
+        // (The first tensor the index places in each shard, for errors.)
+        let mut first = vec![""; index.shards.len()];
+        for (name, shard) in index.weight_map.iter().rev() {
+            first[*shard] = name;
+        }
+        let mut shards: Vec<Shard> = Vec::with_capacity(index.shards.len());
+        for (file_name, &name) in index.shards.iter().zip(&first) {
             let shard_path = folder.join(file_name);
             let (file, len) = open(&shard_path).map_err(|e| e.in_tensor(name))?;
-            let header = read_header(&shard_path, &file, len).map_err(|e| e.in_tensor(name))?;
-            shard_of.insert(file_name, shards.len());
+            let (header, json) =
+                read_header(&shard_path, &file, len).map_err(|e| e.in_tensor(name))?;
+            let listed = vec![None; header.entries.len()];
             shards.push(Shard {
                 path: shard_path,
                 file,
                 header,
+                json,
+                listed,
             });
         }
-        // Each tensor in the shard the index names, by name.
-        let entries: Vec<HashMap<&str, usize>> = shards
+        // Each tensor in the shard the index names, by name: each header's names sorted
+        // once, and searched.
+        let sorted: Vec<Vec<(&str, usize)>> = shards
             .iter()
             .map(|shard| {
                 let entries = shard.header.entries.iter().enumerate();
-                entries.map(|(i, e)| (e.name.as_str(), i)).collect()
+                let mut names: Vec<(&str, usize)> =
+                    entries.map(|(i, e)| (e.name.as_str(), i)).collect();
+                names.sort_unstable();
+                names
             })
             .collect();
         let mut tensors = Vec::with_capacity(index.weight_map.len());
-        for (name, file_name) in &index.weight_map {
-            let shard = shard_of[file_name.as_str()];
-            let Some(&entry) = entries[shard].get(name.as_str()) else {
+        for (name, shard) in &index.weight_map {
+            let (name, shard) = (&**name, *shard);
+            let names = &sorted[shard];
+            let Ok(at) = names.binary_search_by(|&(n, _)| n.cmp(name)) else {
+                let file_name = &index.shards[shard];
                 return Err(invalid(
                     path,
                     Some(name),
@@ -312,12 +327,14 @@ impl Checkpoint {
                 ));
             };
             tensors.push(Stored {
-                name: name.clone(),
                 shard,
-                entry,
+                entry: names[at].1,
             });
         }
-        drop(entries);
+        drop(sorted);
+        for (i, stored) in tensors.iter().enumerate() {
+            shards[stored.shard].listed[stored.entry] = Some(i);
+        }
         // The shards' `__metadata__`, the first shard's value where two differ.
         let mut metadata = BTreeMap::new();
         for shard in &shards {
@@ -335,18 +352,12 @@ impl Checkpoint {
         metadata: BTreeMap<String, String>,
         index_metadata: BTreeMap<String, String>,
     ) -> Self {
-        let names = tensors.iter().map(|t| t.name.clone()).collect();
-        let by_name = tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
         Self {
             path: path.to_owned(),
             shards,
             tensors,
-            names,
-            by_name,
+            names: OnceLock::new(),
+            by_name: OnceLock::new(),
             metadata,
             index_metadata,
         }
@@ -369,12 +380,21 @@ impl Checkpoint {
 
     /// The tensors' names, in the index's order (the file's for a single file).
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.tensors.iter().map(|t| t.name.as_str())
+        (0..self.tensors.len()).map(|i| self.name(i))
     }
 
     /// The tensor named `name`, as its shard's header describes it.
     pub fn tensor(&self, name: &str) -> Option<StoredTensor<'_>> {
-        self.by_name.get(name).map(|&i| self.stored(i))
+        self.index_of(name).map(|i| self.stored(i))
+    }
+
+    /// Where the tensor named `name` is in `tensors`.
+    fn index_of(&self, name: &str) -> Option<usize> {
+        let by_name = self.by_name.get_or_init(|| {
+            let names = self.tensors.iter().enumerate();
+            names.map(|(i, _)| (self.name(i).to_owned(), i)).collect()
+        });
+        by_name.get(name).copied()
     }
 
     /// The files the tensors are in, in the order the index first names them.
@@ -396,10 +416,16 @@ impl Checkpoint {
         &self.index_metadata
     }
 
+    /// The name of the tensor at `i` in `tensors`.
+    fn name(&self, i: usize) -> &str {
+        let stored = &self.tensors[i];
+        &self.shards[stored.shard].header.entries[stored.entry].name
+    }
+
     fn stored(&self, i: usize) -> StoredTensor<'_> {
         let stored = &self.tensors[i];
         StoredTensor {
-            name: &stored.name,
+            name: self.name(i),
             shard: &self.shards[stored.shard],
             entry: stored.entry,
         }
@@ -466,7 +492,10 @@ impl Checkpoint {
         lenient: bool,
     ) -> Result<(T, LoadReport)> {
         let plan = options.plan()?;
-        let mut selection = Selection::new(&self.names);
+        let names = self
+            .names
+            .get_or_init(|| self.names().map(str::to_owned).collect());
+        let mut selection = Selection::new(names);
         T::select_in("", &mut selection);
         // What the headers tell, before anything is read.
         let unexpected: Vec<String> = self
@@ -508,19 +537,20 @@ impl Checkpoint {
         // as a batch of all of them would show them (which `Vec` items exist, which
         // `Option`s are there, which map keys).
         let taken: Vec<usize> = (0..self.tensors.len())
-            .filter(|&i| selection.is_taken(&self.tensors[i].name))
+            .filter(|&i| selection.is_taken(self.name(i)))
             .collect();
         let read = self.read_tensors(&taken, plan)?;
         let mut read = taken.iter().copied().zip(read).peekable();
         let mut batch = TensorBatch::with_capacity(self.tensors.len());
-        for (i, stored) in self.tensors.iter().enumerate() {
+        for i in 0..self.tensors.len() {
             let tensor = match read.next_if(|(at, _)| *at == i) {
                 Some((_, tensor)) => tensor,
                 None => placeholder()?,
             };
+            let name = self.name(i);
             batch
-                .insert(stored.name.as_str(), tensor)
-                .map_err(|e| invalid(&self.path, Some(&stored.name), e.to_string()))?;
+                .insert(name, tensor)
+                .map_err(|e| invalid(&self.path, Some(name), e.to_string()))?;
         }
         *batch.metadata_mut() = self.metadata.clone();
         let value = T::from_dlpack_in("", &mut batch);
@@ -561,15 +591,10 @@ impl Checkpoint {
     ) -> Result<TensorBatch> {
         let plan = options.plan()?;
         let taken: Vec<usize> = (0..self.tensors.len())
-            .filter(|&i| filter(&self.tensors[i].name))
+            .filter(|&i| filter(self.name(i)))
             .collect();
         let tensors = self.read_tensors(&taken, plan)?;
-        self.batch(
-            taken
-                .iter()
-                .map(|&i| self.tensors[i].name.as_str())
-                .zip(tensors),
-        )
+        self.batch(taken.iter().map(|&i| self.name(i)).zip(tensors))
     }
 
     /// Reads the tensors at `taken` (indices into `tensors`), in that order.
@@ -583,7 +608,7 @@ impl Checkpoint {
                 return Err(big_endian(&shard.path, &entry.name));
             }
             sources.push(Source {
-                name: &stored.name,
+                name: &entry.name,
                 file: &shard.file,
                 path: &shard.path,
                 offset: (shard.header.data_start + entry.begin) as u64,
@@ -618,13 +643,13 @@ impl Checkpoint {
     /// (copy-on-write) mapping of its shard, exclusive and writable (writes never
     /// reach the files), in the index's order. A misaligned tensor gets one aligned
     /// copy, flagged `IS_COPIED`; `bool` tensors are read once, to check their bytes.
-    /// Each shard's header is read again from its mapping, which is what the tensors
-    /// are made from.
+    /// Each shard's mapping must hold the header read when it was opened, at the length
+    /// the file had then (else an [`Error::InvalidFile`]: the shard changed since).
     ///
     /// # Errors
     ///
-    /// As [`open`](Self::open) for the headers read again (a shard changed since),
-    /// and [`Error::Io`] when a shard cannot be mapped.
+    /// [`Error::InvalidFile`] for a shard that changed since it was opened, and
+    /// [`Error::Io`] when a shard cannot be mapped.
     ///
     /// # Safety
     ///
@@ -633,46 +658,30 @@ impl Checkpoint {
     /// copy, lives.
     pub unsafe fn map(&self) -> Result<TensorBatch> {
         let mut mapped: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
-        for (s, shard) in self.shards.iter().enumerate() {
-            let listed: HashMap<&str, usize> = self
-                .tensors
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.shard == s)
-                .map(|(i, t)| (t.name.as_str(), i))
-                .collect();
-            // SAFETY: the caller's contract is `map_safetensors`' for every shard.
-            let (header, tensors) = unsafe {
-                map_file(&shard.path, &shard.file, |e| {
-                    listed.contains_key(e.name.as_str())
-                })
+        for shard in &self.shards {
+            let listed = &shard.listed;
+            // SAFETY: the caller's contract is `map_safetensors`' for every shard; the
+            // header is the one read from this file when it was opened.
+            let tensors = unsafe {
+                map_opened(
+                    &shard.path,
+                    &shard.file,
+                    &shard.header,
+                    &shard.json,
+                    |entry| listed[entry].is_some(),
+                )
             }?;
-            let mut found = HashSet::new();
-            for (entry, tensor) in header.entries.iter().zip(tensors) {
-                if let (Some(tensor), Some(&i)) = (tensor, listed.get(entry.name.as_str())) {
-                    found.insert(i);
-                    mapped[i] = Some(tensor);
+            for (at, tensor) in listed.iter().zip(tensors) {
+                if let (Some(i), Some(tensor)) = (at, tensor) {
+                    mapped[*i] = Some(tensor);
                 }
-            }
-            let lost = (0..self.tensors.len()).find(|i| {
-                listed.contains_key(self.tensors[*i].name.as_str()) && !found.contains(i)
-            });
-            if let Some(i) = lost {
-                return Err(invalid(
-                    &self.path,
-                    Some(&self.tensors[i].name),
-                    format!(
-                        "the index places it in `{}`, which no longer holds it",
-                        shard.path.display()
-                    ),
-                ));
             }
         }
         self.batch(
-            self.tensors
-                .iter()
-                .zip(mapped)
-                .filter_map(|(t, tensor)| Some((t.name.as_str(), tensor?))),
+            mapped
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, tensor)| Some((self.name(i), tensor?))),
         )
     }
 }

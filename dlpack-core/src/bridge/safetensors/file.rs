@@ -17,7 +17,7 @@ use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
 use crate::tensor::ManagedTensor;
 
 use super::Checkpoint;
-use super::header::{self, Entry, Header, LENGTH_BYTES, header_length, invalid};
+use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
 use super::read::{Made, buffer, element_count, not_a_bool};
 
 impl TensorBatch {
@@ -97,8 +97,9 @@ pub(super) fn open(path: &Path) -> Result<(File, u64)> {
     Ok((file, meta.len()))
 }
 
-/// Reads and checks the header of `file` (of `file_len` bytes), from its start.
-pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<Header> {
+/// Reads and checks the header of `file` (of `file_len` bytes), from its start: the
+/// header, and its JSON bytes.
+pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(Header, Vec<u8>)> {
     let mut file = file;
     let mut first = [0u8; LENGTH_BYTES];
     let got = usize::try_from(file_len).map_or(LENGTH_BYTES, |len| len.min(LENGTH_BYTES));
@@ -111,7 +112,8 @@ pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<Hea
     json.resize(n, 0);
     file.read_exact(&mut json)
         .map_err(|e| Error::io(path, &e))?;
-    header::parse(path, &json, file_len)
+    let header = header::parse(path, &json, file_len)?;
+    Ok((header, json))
 }
 
 /// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
@@ -141,8 +143,64 @@ fn alignment(dtype: DataType) -> usize {
 pub(super) unsafe fn map_file(
     path: &Path,
     file: &File,
-    mut keep: impl FnMut(&Entry) -> bool,
+    keep: impl FnMut(usize) -> bool,
 ) -> Result<(Header, Vec<Option<ManagedTensor>>)> {
+    // SAFETY: the caller's contract is `map_safetensors`'.
+    let map = unsafe { map_copy(path, file) }?;
+    // What was mapped is what is parsed, whatever the file's length said before.
+    let header = {
+        let bytes: &[u8] = &map;
+        let n = header_length(path, bytes, bytes.len() as u64)?;
+        header::parse(
+            path,
+            &bytes[LENGTH_BYTES..LENGTH_BYTES + n],
+            bytes.len() as u64,
+        )?
+    };
+    // SAFETY: `header` was parsed from this mapping, and the caller's contract is
+    // `map_safetensors`'.
+    let tensors = unsafe { mapped_tensors(path, map, &header, keep) }?;
+    Ok((header, tensors))
+}
+
+/// Maps a file of a checkpoint whose header `header` was parsed from the bytes `json`
+/// when it was opened: the mapping must hold those very bytes as its header, and be as
+/// long as the file was (else an [`Error::InvalidFile`]: the file changed since), so
+/// that `header` describes it; then as [`map_file`], without parsing again.
+///
+/// # Safety
+///
+/// As for [`TensorBatch::map_safetensors`].
+pub(super) unsafe fn map_opened(
+    path: &Path,
+    file: &File,
+    header: &Header,
+    json: &[u8],
+    keep: impl FnMut(usize) -> bool,
+) -> Result<Vec<Option<ManagedTensor>>> {
+    // SAFETY: the caller's contract is `map_safetensors`'.
+    let map = unsafe { map_copy(path, file) }?;
+    let length = (json.len() as u64).to_le_bytes();
+    let same = map.len() as u64 == header.file_len
+        && map.get(..LENGTH_BYTES) == Some(&length[..])
+        && map.get(LENGTH_BYTES..LENGTH_BYTES + json.len()) == Some(json);
+    if !same {
+        return Err(invalid(path, None, "the file changed since it was opened"));
+    }
+    // SAFETY:
+    // - the mapping is as long as the file was and holds the header `header` was parsed
+    //   from, so that parsing it again would give `header`: what `mapped_tensors` asks;
+    // - the caller's contract is `map_safetensors`'.
+    unsafe { mapped_tensors(path, map, header, keep) }
+}
+
+/// A private, writable mapping of the whole of `file`, at least the 8 bytes of a
+/// header's length long.
+///
+/// # Safety
+///
+/// As for [`TensorBatch::map_safetensors`].
+unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
     let file_len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
     if file_len < LENGTH_BYTES as u64 {
         // Too short for the header's length: an error (and nothing to map).
@@ -156,20 +214,29 @@ pub(super) unsafe fn map_file(
     // - the caller guarantees that the file is neither modified nor truncated while
     //   the mapping (kept by the tensors) lives, so that its pages hold the file's
     //   bytes and stay readable.
-    let mut map = unsafe { MmapOptions::new().no_reserve_swap().map_copy(file) }
-        .map_err(|e| Error::io(path, &e))?;
-    // What was mapped is what is parsed, whatever the file's length said before.
-    let map_len = map.len() as u64;
-    let header = {
-        let bytes: &[u8] = &map;
-        let n = header_length(path, bytes, map_len)?;
-        header::parse(path, &bytes[LENGTH_BYTES..LENGTH_BYTES + n], map_len)?
-    };
+    unsafe { MmapOptions::new().no_reserve_swap().map_copy(file) }.map_err(|e| Error::io(path, &e))
+}
+
+/// Makes a tensor over `map` for each entry of `header` that `keep` accepts (by its
+/// index; `None` for the others), in the header's order, the mapping kept alive by the
+/// tensors.
+///
+/// # Safety
+///
+/// - `header` is what [`header::parse`] gives for the header that `map` holds, checked
+///   against `map`'s own length;
+/// - as for [`TensorBatch::map_safetensors`].
+unsafe fn mapped_tensors(
+    path: &Path,
+    mut map: MmapMut,
+    header: &Header,
+    mut keep: impl FnMut(usize) -> bool,
+) -> Result<Vec<Option<ManagedTensor>>> {
     let base = map.as_mut_ptr();
     let mapping = Arc::new(Mapping(map));
     let mut tensors = Vec::with_capacity(header.entries.len());
-    for entry in &header.entries {
-        if !keep(entry) {
+    for (index, entry) in header.entries.iter().enumerate() {
+        if !keep(index) {
             tensors.push(None);
             continue;
         }
@@ -179,10 +246,10 @@ pub(super) unsafe fn map_file(
         let len = entry.end - entry.begin;
         // SAFETY:
         // - `len` bytes from `data` lie inside the mapping (`parse` checked the data
-        //   section against the mapping's own length), which `mapping` keeps alive,
-        //   and no tensor has been given them yet: the offsets of distinct tensors
-        //   do not overlap (`parse`; empty tensors may share an address, and cover
-        //   no byte);
+        //   section against the mapping's own length: the caller's promise), which
+        //   `mapping` keeps alive, and no tensor has been given them yet: the offsets of
+        //   distinct tensors do not overlap (`parse`; empty tensors may share an
+        //   address, and cover no byte);
         // - nobody writes them meanwhile (the caller's contract for other processes;
         //   this function only reads).
         let bytes: &[u8] = unsafe { core::slice::from_raw_parts(data, len) };
@@ -233,7 +300,7 @@ pub(super) unsafe fn map_file(
         }?;
         tensors.push(Some(tensor));
     }
-    Ok((header, tensors))
+    Ok(tensors)
 }
 
 /// The error of a tensor wider than a byte on a big-endian target.

@@ -59,6 +59,8 @@ pub(super) struct Header {
     pub(super) metadata: BTreeMap<String, String>,
     /// Where the data section starts in the file.
     pub(super) data_start: usize,
+    /// The file's length: the header's and the data section's.
+    pub(super) file_len: u64,
     /// The file, for errors.
     pub(super) path: std::path::PathBuf,
 }
@@ -162,6 +164,7 @@ pub(super) fn parse(path: &Path, json: &[u8], file_len: u64) -> Result<Header> {
         entries,
         metadata: raw.metadata,
         data_start,
+        file_len,
         path: path.to_owned(),
     })
 }

@@ -11,11 +11,13 @@
 //! object: each is an [`Error::InvalidFile`] naming the index and, where there is one,
 //! the tensor.
 
-use std::collections::{BTreeMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::Result;
 
@@ -41,17 +43,20 @@ pub(super) fn is_shard_name(name: &str) -> bool {
         .is_some_and(|(k, n)| digits(k) && digits(n))
 }
 
-/// A parsed and checked index.
+/// A parsed and checked index, borrowing its names from the index's text where it can.
 #[derive(Debug)]
-pub(super) struct Index {
-    /// Every tensor the index lists, in the index's order, with its shard's file name.
-    pub(super) weight_map: Vec<(String, String)>,
+pub(super) struct Index<'a> {
+    /// Every tensor the index lists, in the index's order, with its shard's position in
+    /// `shards`.
+    pub(super) weight_map: Vec<(Cow<'a, str>, usize)>,
+    /// The shards' file names, each once, in the order the index first names them.
+    pub(super) shards: Vec<String>,
     /// The index's `metadata`: strings as they are, other values as JSON text.
     pub(super) metadata: BTreeMap<String, String>,
 }
 
 /// Parses and checks the index text `json` of the file `path`.
-pub(super) fn parse(path: &Path, json: &[u8]) -> Result<Index> {
+pub(super) fn parse<'a>(path: &Path, json: &'a [u8]) -> Result<Index<'a>> {
     if json.len() > MAX_HEADER {
         return Err(invalid(
             path,
@@ -72,25 +77,41 @@ pub(super) fn parse(path: &Path, json: &[u8]) -> Result<Index> {
     let Some(entries) = raw.weight_map else {
         return Err(invalid(path, None, "the index has no `weight_map`"));
     };
+    let mut shards: Vec<String> = Vec::new();
+    let mut shard_of: HashMap<Cow<'a, str>, usize> = HashMap::new();
     let mut weight_map = Vec::with_capacity(entries.len());
     for (name, shard) in entries {
-        let serde_json::Value::String(shard) = shard else {
-            return Err(invalid(
-                path,
-                Some(&name),
-                format!("its shard is {shard}, not a file name"),
-            ));
+        let shard = match shard {
+            ShardName::Name(shard) => shard,
+            ShardName::Not(what) => {
+                return Err(invalid(
+                    path,
+                    Some(&name),
+                    format!("its shard is {what}, not a file name"),
+                ));
+            }
         };
-        check_shard_name(&shard).map_err(|reason| {
-            invalid(
-                path,
-                Some(&name),
-                format!(
-                    "its shard `{shard}` is not a file name inside the index's folder: {reason}"
-                ),
-            )
-        })?;
-        weight_map.push((name, shard));
+        // An index names a shard many times in a row: the last one first.
+        let last = weight_map.last().map(|&(_, at)| at);
+        let at = match last.filter(|&at| shards[at] == shard) {
+            Some(at) => at,
+            None => match shard_of.get(&shard) {
+                Some(&at) => at,
+                None => {
+                    check_shard_name(&shard).map_err(|reason| {
+                        let reason = format!(
+                            "its shard `{shard}` is not a file name inside the index's folder: \
+                             {reason}"
+                        );
+                        invalid(path, Some(&name), reason)
+                    })?;
+                    shards.push(shard.clone().into_owned());
+                    shard_of.insert(shard, shards.len() - 1);
+                    shards.len() - 1
+                }
+            },
+        };
+        weight_map.push((name, at));
     }
     let metadata = raw
         .metadata
@@ -103,6 +124,7 @@ pub(super) fn parse(path: &Path, json: &[u8]) -> Result<Index> {
         .collect();
     Ok(Index {
         weight_map,
+        shards,
         metadata,
     })
 }
@@ -135,8 +157,8 @@ fn check_shard_name(name: &str) -> core::result::Result<(), &'static str> {
 }
 
 /// What the index's JSON holds, before the checks.
-struct RawIndex {
-    weight_map: Option<Vec<(String, serde_json::Value)>>,
+struct RawIndex<'a> {
+    weight_map: Option<Vec<(Cow<'a, str>, ShardName<'a>)>>,
     metadata: Option<Vec<(String, serde_json::Value)>>,
 }
 
@@ -144,13 +166,16 @@ struct RawIndex {
 struct IndexVisitor;
 
 impl<'de> Visitor<'de> for IndexVisitor {
-    type Value = RawIndex;
+    type Value = RawIndex<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object with a `weight_map` object and an optional `metadata` object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<RawIndex, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<RawIndex<'de>, A::Error> {
         let mut seen = HashSet::new();
         let mut raw = RawIndex {
             weight_map: None,
@@ -161,9 +186,7 @@ impl<'de> Visitor<'de> for IndexVisitor {
                 return Err(de::Error::custom(format!("the key `{key}` appears twice")));
             }
             match key.as_str() {
-                "weight_map" => {
-                    raw.weight_map = map.next_value_seed(Entries("weight_map", "tensor"))?
-                }
+                "weight_map" => raw.weight_map = map.next_value_seed(WeightMap)?,
                 "metadata" => raw.metadata = map.next_value_seed(Entries("metadata", "key"))?,
                 // Other keys, which later writers may add, are read and left alone.
                 _ => {
@@ -175,8 +198,168 @@ impl<'de> Visitor<'de> for IndexVisitor {
     }
 }
 
-/// Reads the object under the key it names (`weight_map`, `metadata`) in order,
-/// refusing a key (a tensor, a metadata key) given twice; `null` is no object.
+/// A text of the index, borrowed from it unless it has escapes.
+struct Text;
+
+impl<'de> DeserializeSeed<'de> for Text {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Text {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(
+        self,
+        text: &'de str,
+    ) -> core::result::Result<Self::Value, E> {
+        Ok(Cow::Borrowed(text))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> core::result::Result<Self::Value, E> {
+        Ok(Cow::Owned(text.to_owned()))
+    }
+}
+
+/// A `weight_map` value: a shard's file name, or what stands there instead.
+enum ShardName<'a> {
+    Name(Cow<'a, str>),
+    Not(String),
+}
+
+impl<'de> Deserialize<'de> for ShardName<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> core::result::Result<Self, D::Error> {
+        deserializer.deserialize_any(ShardNameVisitor)
+    }
+}
+
+/// Reads a [`ShardName`]: a string, or any other value (described).
+struct ShardNameVisitor;
+
+impl<'de> Visitor<'de> for ShardNameVisitor {
+    type Value = ShardName<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a shard's file name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(
+        self,
+        text: &'de str,
+    ) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Name(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Name(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Not(value.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Not(value.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Not(value.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Not(value.to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Ok(ShardName::Not("null".to_owned()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(ShardName::Not("a list".to_owned()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(ShardName::Not("an object".to_owned()))
+    }
+}
+
+/// Reads the `weight_map` object in order, refusing a tensor named twice; `null` is no
+/// object.
+struct WeightMap;
+
+impl<'de> DeserializeSeed<'de> for WeightMap {
+    type Value = Option<Vec<(Cow<'de, str>, ShardName<'de>)>>;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for WeightMap {
+    type Value = Option<Vec<(Cow<'de, str>, ShardName<'de>)>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`weight_map` to be an object")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(name) = map.next_key_seed(Text)? {
+            entries.push((name, map.next_value()?));
+        }
+        let names = entries.iter().map(|(name, _)| &**name);
+        if let Some(name) = twice(names) {
+            return Err(de::Error::custom(format!(
+                "the tensor `{name}` appears twice in `weight_map`"
+            )));
+        }
+        Ok(Some(entries))
+    }
+}
+
+/// A key that `keys` holds twice, if any: sorted, it stands beside itself (cheaper than
+/// hashing each).
+fn twice<'k>(keys: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+    let mut keys: Vec<&str> = keys.collect();
+    keys.sort_unstable();
+    keys.windows(2)
+        .find(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
+}
+
+/// Reads the object under the key it names (`metadata`) in order, refusing a key given
+/// twice; `null` is no object.
 struct Entries(&'static str, &'static str);
 
 impl<'de> DeserializeSeed<'de> for Entries {
@@ -205,16 +388,15 @@ impl<'de> Visitor<'de> for Entries {
         self,
         mut map: A,
     ) -> core::result::Result<Self::Value, A::Error> {
-        let mut seen = HashSet::new();
-        let mut entries = Vec::new();
+        let mut entries: Vec<(String, serde_json::Value)> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                return Err(de::Error::custom(format!(
-                    "the {} `{key}` appears twice in `{}`",
-                    self.1, self.0
-                )));
-            }
             entries.push((key, map.next_value()?));
+        }
+        if let Some(key) = twice(entries.iter().map(|(key, _)| key.as_str())) {
+            return Err(de::Error::custom(format!(
+                "the {} `{key}` appears twice in `{}`",
+                self.1, self.0
+            )));
         }
         Ok(Some(entries))
     }
@@ -260,8 +442,9 @@ mod tests {
 
     #[test]
     fn duplicates_and_wrong_types_are_errors() {
-        let path = Path::new("i.json");
-        let parse = |s: &str| parse(path, s.as_bytes());
+        fn parse(s: &str) -> Result<Index<'_>> {
+            super::parse(Path::new("i.json"), s.as_bytes())
+        }
         let ok = parse(r#"{"metadata": {"total_size": 8, "format": "pt"}, "weight_map": {"a": "x.safetensors", "b": "y.safetensors"}}"#).unwrap();
         assert_eq!(ok.weight_map.len(), 2);
         assert_eq!(ok.metadata["total_size"], "8");
