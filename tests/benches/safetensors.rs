@@ -613,7 +613,7 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
         print!("  {}", memory_in_fresh_process(op, folder));
     }
     println!(
-        "  (a load that converts stages at most 1 MiB + 96 KiB per thread; one that does \
+        "  (a load that converts stages at most 256 KiB + 96 KiB per thread; one that does \
          not, nothing)"
     );
 }

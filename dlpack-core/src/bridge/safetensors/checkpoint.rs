@@ -152,7 +152,7 @@ impl LoadOptions {
     /// dtype, and a field of another dtype is an error naming the tensor.
     ///
     /// A load that converts reads each tensor through a staging buffer of at most
-    /// 1 MiB per thread (and 96 KiB for the conversion); one that does not, reads
+    /// 256 KiB per thread (and 96 KiB for the conversion); one that does not, reads
     /// straight into the output.
     #[must_use]
     pub fn convert_floats(mut self, dtype: DataType) -> Self {

@@ -81,7 +81,7 @@
 //!   anything is read.
 //! - **Threads and memory.** Tensors are cut into chunks that the threads read at once
 //!   ([`LoadOptions::threads`]; by default the machine's parallelism); a load uses no
-//!   memory beyond its output, or at most 1 MiB and 96 KiB per thread while converting.
+//!   memory beyond its output, or at most 256 KiB and 96 KiB per thread while converting.
 //!
 #![cfg_attr(
     all(feature = "ndarray", feature = "derive", feature = "half"),
