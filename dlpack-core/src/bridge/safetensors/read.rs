@@ -29,7 +29,7 @@ use super::header::invalid;
 const CHUNK: usize = 8 << 20;
 
 /// The bytes a converting thread reads at a time, into its staging buffer.
-pub(crate) const STAGING: usize = 256 << 10;
+const STAGING: usize = 256 << 10;
 
 /// Below this many bytes per thread, fewer threads are started: a thread costs more
 /// than it reads.
