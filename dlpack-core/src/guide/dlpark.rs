@@ -10,10 +10,10 @@
 //!
 //! | From | To | How | Safe? |
 //! |---|---|---|---|
-//! | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`](::dlpark::versioned::Dlpack) | [`ManagedTensor::into_dlpark`], `From` | yes |
-//! | [`ManagedTensor`] | [`dlpark::legacy::Dlpack`](::dlpark::legacy::Dlpack) | [`ManagedTensor::into_dlpark_legacy`], `TryFrom` | yes; refuses `READ_ONLY` |
-//! | [`dlpark::versioned::Dlpack`](::dlpark::versioned::Dlpack) | [`ManagedTensor`] | [`ManagedTensor::from_dlpark`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
-//! | [`dlpark::legacy::Dlpack`](::dlpark::legacy::Dlpack) | [`ManagedTensor`] | [`ManagedTensor::from_dlpark_legacy`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
+//! | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`] | [`ManagedTensor::into_dlpark`], `From` | yes |
+//! | [`ManagedTensor`] | [`dlpark::legacy::Dlpack`] | [`ManagedTensor::into_dlpark_legacy`], `TryFrom` | yes; refuses `READ_ONLY` |
+//! | [`dlpark::versioned::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
+//! | [`dlpark::legacy::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark_legacy`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
 //!
 //! A tensor keeps its pointer when the target has the same ABI. Otherwise it is wrapped
 //! in a small header of the other ABI whose deleter calls the original one (as
