@@ -776,27 +776,36 @@ fn broken_shards_are_typed_errors_naming_the_shard_and_tensor() {
         assert_eq!(path, &shard, "{damage}");
     }
 
-    // A shard cut short after it was opened: the read fails, naming shard and tensor.
-    let dir = folder();
-    hand_made(dir.path(), GOOD);
-    let checkpoint = Checkpoint::open(dir.path()).unwrap();
-    let shard = dir.path().join("two.safetensors");
-    let len = std::fs::metadata(&shard).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&shard)
-        .unwrap()
-        .set_len(len - 20)
-        .unwrap();
-    let err = checkpoint.read_where(|_| true).unwrap_err();
-    let Error::Tensor { name, error } = &err else {
-        panic!("{err:?}")
-    };
-    assert_eq!(name, "b");
-    assert!(
-        matches!(&**error, Error::Io { path, .. } if *path == shard),
-        "{err}"
-    );
+    // A shard cut short, or grown, after it was opened: the read refuses it, naming
+    // the shard (its header no longer describes it); the map too.
+    for change in [-20i64, 20] {
+        let dir = folder();
+        hand_made(dir.path(), GOOD);
+        let checkpoint = Checkpoint::open(dir.path()).unwrap();
+        let shard = dir.path().join("two.safetensors");
+        let len = std::fs::metadata(&shard).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&shard)
+            .unwrap()
+            .set_len(len.checked_add_signed(change).unwrap())
+            .unwrap();
+        let err = checkpoint.read_where(|_| true).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidFile { path, reason, .. }
+                if *path == shard && reason.contains("changed since it was opened")),
+            "{change}: {err}"
+        );
+        // SAFETY: the test's own files, which nothing modifies while mapped.
+        let err = unsafe { checkpoint.map() }.unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidFile { path, .. } if *path == shard),
+            "{change}: {err}"
+        );
+        // The other shard's tensors still read.
+        let batch = checkpoint.read_where(|name| name == "a").unwrap();
+        assert_eq!(batch.len(), 1);
+    }
 }
 
 #[test]
@@ -1001,6 +1010,26 @@ fn an_empty_tensor_of_huge_extents_is_an_error_not_a_panic() {
     }
     let err = Checkpoint::open(&path).unwrap().load::<T>().unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
+
+    // Read or mapped, of a type Rust has an element for or not, such a tensor has the
+    // same strides, all 0 (C strides would wrap).
+    for dtype in ["F32", "F8_E4M3"] {
+        let header = format!(
+            r#"{{"t":{{"dtype":"{dtype}","shape":[0,{},3],"data_offsets":[0,0]}}}}"#,
+            1u64 << 62
+        );
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let read = TensorBatch::read_safetensors(&path).unwrap();
+        // SAFETY: the test's own file, which nothing modifies while mapped.
+        let mapped = unsafe { TensorBatch::map_safetensors(&path) }.unwrap();
+        for batch in [&read, &mapped] {
+            let t = batch.get("t").unwrap();
+            assert_eq!(t.shape(), [0, 1 << 62, 3], "{dtype}");
+            assert_eq!(t.strides(), Some(&[0i64, 0, 0][..]), "{dtype}");
+        }
+    }
 }
 
 /// Three one-tensor shards `a`, `b`, `c` of `value`, in `dir`.

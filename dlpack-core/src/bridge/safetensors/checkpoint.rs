@@ -16,7 +16,7 @@ use crate::tensor::ManagedTensor;
 use crate::traits::{FromDLPack, LoadReport, Selection, merge};
 
 use super::convert;
-use super::file::{big_endian, map_opened, open, read_header};
+use super::file::{big_endian, changed, map_opened, open, read_header};
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
 use super::read::{self, Plan, Source};
@@ -266,8 +266,12 @@ impl Checkpoint {
         if len > MAX_HEADER as u64 {
             return Err(too_long(len));
         }
-        // No more than the limit, whatever the length said.
+        // No more than the limit, whatever the length said (the length is only a hint:
+        // room for it, and a byte to see the end, so that one read takes a whole index).
         let mut json = Vec::new();
+        let room = len as usize + 1;
+        json.try_reserve_exact(room)
+            .map_err(|_| Error::AllocationFailed { bytes: room })?;
         std::io::Read::read_to_end(
             &mut std::io::Read::take(&file, MAX_HEADER as u64 + 1),
             &mut json,
@@ -598,11 +602,24 @@ impl Checkpoint {
     }
 
     /// Reads the tensors at `taken` (indices into `tensors`), in that order.
+    /// A shard whose length is no longer the one it had when opened is an error (its
+    /// header would no longer describe it).
     fn read_tensors(&self, taken: &[usize], plan: Plan) -> Result<Vec<ManagedTensor>> {
         let mut sources = Vec::with_capacity(taken.len());
+        let mut checked = vec![false; self.shards.len()];
         for &i in taken {
             let stored = &self.tensors[i];
             let shard = &self.shards[stored.shard];
+            if !checked[stored.shard] {
+                let meta = shard
+                    .file
+                    .metadata()
+                    .map_err(|e| Error::io(&shard.path, &e))?;
+                if meta.len() != shard.header.file_len {
+                    return Err(changed(&shard.path));
+                }
+                checked[stored.shard] = true;
+            }
             let entry = &shard.header.entries[stored.entry];
             if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
                 return Err(big_endian(&shard.path, &entry.name));
@@ -611,7 +628,7 @@ impl Checkpoint {
                 name: &entry.name,
                 file: &shard.file,
                 path: &shard.path,
-                offset: (shard.header.data_start + entry.begin) as u64,
+                offset: shard.header.data_start as u64 + entry.begin as u64,
                 dtype: entry.dtype,
                 shape: &entry.shape,
                 len: entry.end - entry.begin,
@@ -648,14 +665,16 @@ impl Checkpoint {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidFile`] for a shard that changed since it was opened, and
-    /// [`Error::Io`] when a shard cannot be mapped.
+    /// [`Error::InvalidFile`] for a shard that changed since it was opened or a `bool`
+    /// tensor holding a byte other than 0 or 1, [`Error::Io`] when a shard cannot be
+    /// mapped, and [`Error::AllocationFailed`] (inside [`Error::Tensor`]) when a
+    /// misaligned tensor's copy cannot be allocated.
     ///
     /// # Safety
     ///
     /// As for [`TensorBatch::map_safetensors`], for every shard: no shard is modified
-    /// or truncated while a tensor of the batch, or anything made from one without a
-    /// copy, lives.
+    /// or truncated from the call until the last tensor of the batch, or anything made
+    /// from one without a copy, is dropped.
     pub unsafe fn map(&self) -> Result<TensorBatch> {
         let mut mapped: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
         for shard in &self.shards {

@@ -18,7 +18,7 @@ use crate::tensor::ManagedTensor;
 
 use super::Checkpoint;
 use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
-use super::read::{Made, buffer, element_count, not_a_bool};
+use super::read::{Made, buffer, element_count, empty_strides, not_a_bool};
 
 impl TensorBatch {
     /// Reads a safetensors file: each tensor straight from the file into a buffer of its
@@ -61,8 +61,9 @@ impl TensorBatch {
     ///
     /// # Safety
     ///
-    /// - the file is not modified or truncated (by this process or another) while a
-    ///   tensor of the batch, or anything made from one without a copy, lives: the
+    /// - the file is not modified or truncated (by this process or another) from the
+    ///   call until the last tensor of the batch, or anything made from one without a
+    ///   copy, is dropped: the
     ///   pages of a private mapping that were not yet written show the file as it is
     ///   now, and a truncated file makes the kernel kill the process (`SIGBUS`) when a
     ///   page past its end is touched. The same contract as memmap2's `Mmap::map`.
@@ -79,13 +80,17 @@ impl TensorBatch {
 /// one) is read: a folder is an [`Error::Io`] of kind `IsADirectory` (opening one
 /// succeeds on some systems), anything else (a pipe, a device) one of kind
 /// `InvalidInput`. On Unix the file is opened without blocking, so that a pipe with no
-/// writer is refused rather than waited for.
+/// writer is refused rather than waited for, and never becomes the controlling
+/// terminal.
 pub(super) fn open(path: &Path) -> Result<(File, u64)> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    // (Miri cannot open with this flag; its files are the tests' own.)
+    // (Miri cannot open with these flags; its files are the tests' own.)
     #[cfg(all(unix, not(miri)))]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOCTTY,
+    );
     let file = options.open(path).map_err(|e| Error::io(path, &e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
     let refused = |kind, what| Err(Error::io(path, &std::io::Error::new(kind, what)));
@@ -186,13 +191,18 @@ pub(super) unsafe fn map_opened(
         && map.get(..LENGTH_BYTES) == Some(&length[..])
         && map.get(LENGTH_BYTES..LENGTH_BYTES + json.len()) == Some(json);
     if !same {
-        return Err(invalid(path, None, "the file changed since it was opened"));
+        return Err(changed(path));
     }
     // SAFETY:
     // - the mapping is as long as the file was and holds the header `header` was parsed
     //   from, so that parsing it again would give `header`: what `mapped_tensors` asks;
     // - the caller's contract is `map_safetensors`'.
     unsafe { mapped_tensors(path, map, header, keep) }
+}
+
+/// The error of a file of a checkpoint that changed since it was opened.
+pub(super) fn changed(path: &Path) -> Error {
+    invalid(path, None, "the file changed since it was opened")
 }
 
 /// A private, writable mapping of the whole of `file`, at least the 8 bytes of a
@@ -265,7 +275,9 @@ unsafe fn mapped_tensors(
             flags: 0,
         };
         if (data as usize) % alignment(entry.dtype) != 0 {
-            let mut copy = buffer(entry.dtype, element_count(&entry.shape), len)?;
+            let in_tensor = |e: Error| e.in_tensor(&entry.name);
+            let mut copy =
+                buffer(entry.dtype, element_count(&entry.shape), len).map_err(in_tensor)?;
             copy.bytes_mut().copy_from_slice(bytes);
             let flags = DLPACK_FLAG_BITMASK_IS_COPIED;
             tensors.push(Some(copy.into_tensor(Made { flags, ..made })?));
@@ -278,9 +290,11 @@ unsafe fn mapped_tensors(
         }
         // The header's checks proved that every extent fits `i64`.
         let shape: Vec<i64> = entry.shape.iter().map(|&d| d as i64).collect();
+        let strides = empty_strides(&entry.shape);
         // SAFETY:
         // - `data` addresses the tensor's bytes in the private mapping: its elements
-        //   in C order (the strides given are C-contiguous), aligned for the dtype
+        //   in C order (the strides given are C-contiguous, or all 0 for an empty
+        //   tensor, which addresses no element), aligned for the dtype
         //   (checked above), kept alive and unmoved by the owner, an `Arc` of the
         //   mapping that nothing reads or writes through;
         // - writable (a private mapping), and nobody else reaches these bytes while
@@ -293,12 +307,13 @@ unsafe fn mapped_tensors(
                 Arc::clone(&mapping),
                 |_| data.cast(),
                 &shape,
-                None,
+                strides.as_deref(),
                 entry.dtype,
                 Device::CPU,
                 0,
             )
-        }?;
+        }
+        .map_err(|e| e.in_tensor(&entry.name))?;
         tensors.push(Some(tensor));
     }
     Ok(tensors)

@@ -214,8 +214,9 @@ fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
                     format!("its shape {:?} has too many elements", entry.shape),
                 )
             })?;
-        let bits = count
-            .checked_mul(usize::from(entry.dtype.bits()))
+        // In `u64`: on a 32-bit target, the bits of a tensor past 512 MiB pass `usize`.
+        let bits = (count as u64)
+            .checked_mul(u64::from(entry.dtype.bits()))
             .ok_or_else(|| invalid(path, name, "its byte size overflows"))?;
         if bits % 8 != 0 {
             return Err(invalid(
@@ -228,7 +229,7 @@ fn check_layout(path: &Path, entries: &[Entry]) -> Result<usize> {
             ));
         }
         let size = bits / 8;
-        if entry.end - entry.begin != size {
+        if (entry.end - entry.begin) as u64 != size {
             return Err(invalid(
                 path,
                 name,

@@ -83,15 +83,17 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
         let dtype = plan.dtype_of(source.dtype);
         let count = element_count(source.shape);
         let len = if dtype == source.dtype {
-            source.len
+            Some(source.len)
         } else {
             // Float types are whole bytes; the count fits `isize` in the stored type,
             // and converting at most doubles it twice (`bfloat16` to `float64`).
-            count
-                .checked_mul(dtype.size_in_bytes())
-                .ok_or(Error::AllocationFailed { bytes: usize::MAX })?
+            count.checked_mul(dtype.size_in_bytes())
         };
-        buffers.push(buffer(dtype, count, len).map_err(|e| e.in_tensor(source.name))?);
+        let buffer = match len {
+            Some(len) => buffer(dtype, count, len),
+            None => Err(Error::AllocationFailed { bytes: usize::MAX }),
+        };
+        buffers.push(buffer.map_err(|e| e.in_tensor(source.name))?);
     }
     let mut items = Vec::new();
     for (index, (source, buffer)) in sources.iter().zip(&mut buffers).enumerate() {
@@ -140,6 +142,12 @@ pub(super) fn c_strides(shape: &[usize]) -> Vec<isize> {
         stride = stride.saturating_mul(extent);
     }
     strides
+}
+
+/// The strides of an empty tensor, all 0 (its extents may multiply past `i64`, where C
+/// strides would wrap); `None`, C-contiguous, for any other.
+pub(super) fn empty_strides(shape: &[usize]) -> Option<Vec<i64>> {
+    shape.contains(&0).then(|| vec![0; shape.len()])
 }
 
 /// A piece of work: bytes of one tensor, from its file into its buffer.
@@ -343,12 +351,13 @@ pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dy
 impl<A: Element> Buffer for Vec<A> {
     fn bytes_mut(&mut self) -> &mut [u8] {
         // `bool` has a buffer of its own (`Bools`); every other element type has bytes.
-        element_bytes_mut(self).unwrap_or_default()
+        element_bytes_mut(self).expect("only `bool` has no bytes, and it has `Bools`")
     }
 
     fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
         let strides = c_strides(made.shape);
         ManagedTensor::from_buffer_with_flags(*self, 0, made.shape, &strides, made.flags)
+            .map_err(|e| e.in_tensor(made.name))
     }
 }
 
@@ -365,6 +374,7 @@ impl Buffer for Bools {
             .map_err(|(index, byte)| not_a_bool(made.path, made.name, index, byte))?;
         let strides = c_strides(made.shape);
         ManagedTensor::from_buffer_with_flags(bools, 0, made.shape, &strides, made.flags)
+            .map_err(|e| e.in_tensor(made.name))
     }
 }
 
@@ -380,11 +390,13 @@ impl Buffer for Bytes {
     fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
         // The header's checks proved that every extent fits `i64`.
         let shape: Vec<i64> = made.shape.iter().map(|&d| d as i64).collect();
+        let strides = empty_strides(made.shape);
         // SAFETY:
         // - the buffer holds the tensor's `ceil(elements * bits / 8)` bytes in C order, as
         //   the format stores them (the header's checks tie the length to the shape,
         //   whose extents fit `i64`), 16-byte aligned, kept alive and unmoved by the
-        //   owner (heap memory); the strides are C-contiguous (NULL);
+        //   owner (heap memory); the strides are C-contiguous (NULL), or all 0 for an
+        //   empty tensor, which addresses no element;
         // - nobody else reaches the buffer: exclusive and writable;
         // - the dtype is not `bool` (which has a buffer of its own).
         unsafe {
@@ -392,12 +404,13 @@ impl Buffer for Bytes {
                 self.0,
                 |bytes| bytes.as_mut_ptr().cast(),
                 &shape,
-                None,
+                strides.as_deref(),
                 made.dtype,
                 Device::CPU,
                 made.flags,
             )
         }
+        .map_err(|e| e.in_tensor(made.name))
     }
 }
 
