@@ -1,0 +1,1 @@
+//! Compile-fail tests of `#[derive(ToDLPack, FromDLPack)]`: see `tests/compiletest.rs`.
