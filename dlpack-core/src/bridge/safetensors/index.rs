@@ -198,19 +198,26 @@ impl<'de> Visitor<'de> for IndexVisitor {
     }
 }
 
+/// `DeserializeSeed` for a seed that is its own visitor, through `deserialize_$how`.
+macro_rules! seed_is_visitor {
+    ($seed:ty, $how:ident) => {
+        impl<'de> DeserializeSeed<'de> for $seed {
+            type Value = <Self as Visitor<'de>>::Value;
+
+            fn deserialize<D: Deserializer<'de>>(
+                self,
+                deserializer: D,
+            ) -> core::result::Result<Self::Value, D::Error> {
+                deserializer.$how(self)
+            }
+        }
+    };
+}
+
 /// A text of the index, borrowed from it unless it has escapes.
 struct Text;
 
-impl<'de> DeserializeSeed<'de> for Text {
-    type Value = Cow<'de, str>;
-
-    fn deserialize<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
+seed_is_visitor!(Text, deserialize_str);
 
 impl<'de> Visitor<'de> for Text {
     type Value = Cow<'de, str>;
@@ -308,16 +315,7 @@ impl<'de> Visitor<'de> for ShardNameVisitor {
 /// object.
 struct WeightMap;
 
-impl<'de> DeserializeSeed<'de> for WeightMap {
-    type Value = Option<Vec<(Cow<'de, str>, ShardName<'de>)>>;
-
-    fn deserialize<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
+seed_is_visitor!(WeightMap, deserialize_any);
 
 impl<'de> Visitor<'de> for WeightMap {
     type Value = Option<Vec<(Cow<'de, str>, ShardName<'de>)>>;
@@ -362,16 +360,7 @@ fn twice<'k>(keys: impl Iterator<Item = &'k str>) -> Option<&'k str> {
 /// twice; `null` is no object.
 struct Entries(&'static str, &'static str);
 
-impl<'de> DeserializeSeed<'de> for Entries {
-    type Value = Option<Vec<(String, serde_json::Value)>>;
-
-    fn deserialize<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
+seed_is_visitor!(Entries, deserialize_any);
 
 impl<'de> Visitor<'de> for Entries {
     type Value = Option<Vec<(String, serde_json::Value)>>;
