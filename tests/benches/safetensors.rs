@@ -23,7 +23,7 @@
 //! float32 load, and beside candle's mapped loader converting and fetching every
 //! tensor, which is what `VarBuilder::from_mmaped_safetensors(&shards, DType::F32,
 //! &Device::Cpu)` does on each `get`), mapped (`open` + `map`, beside the four files
-//! mapped one by one), and the peak memory of the loads.
+//! mapped one by one, and `open` alone: its part), and the peak memory of the loads.
 //!
 //! Run with `cargo bench -p dlpack-tests --bench safetensors`
 //! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder;
@@ -267,7 +267,7 @@ fn print_alternating(title: &str, rounds: usize, runs: &mut [(&str, &mut dyn FnM
     println!("\n{title} (medians of {rounds}, alternating):");
     for ((name, _), median) in runs.iter().zip(&medians) {
         println!(
-            "  {name:<52} {:>9.1} ms   {:.3} x the first",
+            "  {name:<52} {:>10.3} ms   {:.3} x the first",
             median.as_secs_f64() * 1e3,
             median.as_secs_f64() / medians[0].as_secs_f64()
         );
@@ -590,6 +590,10 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
                     // SAFETY: as above.
                     black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
                 }
+            }),
+            // Its part: the index and the four headers read and parsed.
+            ("Checkpoint::open alone", &mut || {
+                black_box(Checkpoint::open(&dir).unwrap());
             }),
         ],
     );
