@@ -212,6 +212,15 @@ pub enum Error {
         /// Its message, one line.
         message: String,
     },
+    /// An in-place write into a PyTorch tensor that requires grad, while grad mode is on:
+    /// torch refuses its own in-place operations there (see `DLPackArray::assume_exclusive`,
+    /// feature `pyo3`). Python: `RuntimeError`, as torch raises.
+    #[error(
+        "in-place write into a tensor that requires grad while grad mode is on, which torch \
+         refuses (a leaf Variable that requires grad is being used in an in-place \
+         operation); write it under torch.no_grad(), as optimizer steps do"
+    )]
+    RequiresGrad,
     /// Two tensors of a batch have the same name. Python: `ValueError`.
     #[error("duplicate tensor name `{name}`")]
     DuplicateName {
@@ -271,9 +280,10 @@ pub enum Error {
     },
     /// A file could not be opened, read or written. Python: the `OSError` of its kind
     /// (`FileNotFoundError`, `IsADirectoryError`, `PermissionError`, ...).
-    #[error("{}: {message}", path.display())]
+    #[error("{}", io_text(path, message))]
     Io {
-        /// The file (or the folder of a file being written).
+        /// The file (or the folder of a file being written); empty for an error converted
+        /// with `From<std::io::Error>` (`?` on an I/O call of your own), which knows none.
         path: PathBuf,
         /// What kind of failure the operating system reported.
         kind: std::io::ErrorKind,
@@ -308,6 +318,14 @@ fn tensor_text(tensor: &Option<String>) -> String {
     tensor
         .as_ref()
         .map_or_else(String::new, |name| format!("tensor `{name}`: "))
+}
+
+fn io_text(path: &std::path::Path, message: &str) -> String {
+    if path.as_os_str().is_empty() {
+        message.to_owned()
+    } else {
+        format!("{}: {message}", path.display())
+    }
 }
 
 fn bytes_text(bytes: usize) -> String {
@@ -396,6 +414,20 @@ impl Error {
         match self {
             Self::Tensor { error, .. } => error.root(),
             other => other,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    /// An [`Error::Io`] with no path (the error knows none), so that `?` works on I/O
+    /// calls of your own beside this crate's; name the file with
+    /// `map_err(|e| Error::Io { path, kind: e.kind(), message: e.to_string() })` where it
+    /// matters.
+    fn from(err: std::io::Error) -> Self {
+        Self::Io {
+            path: std::path::PathBuf::new(),
+            kind: err.kind(),
+            message: err.to_string(),
         }
     }
 }

@@ -36,7 +36,9 @@
 //!     batch.names().collect::<Vec<_>>(),
 //!     ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 //! );
-//! let model = Model::from_dlpack(batch)?; // strict: missing/extra/mismatched are errors
+//! // Strict: missing or unexpected names, a wrong dtype or rank are errors (shapes are
+//! // taken as they come; `load_dlpack` into a built model checks them too).
+//! let model = Model::from_dlpack(batch)?;
 //! assert_eq!(model.fc2.weight.dim(), (2, 8));
 //! assert_eq!(model.steps, 0); // skipped fields come back as `Default`
 //! # Ok::<(), dlpack_core::Error>(())
@@ -44,11 +46,17 @@
 //!
 //! # Guides
 //!
-//! - Weights on disk, read, mapped and written as safetensors files: [`safetensors`].
-//! - A Python extension whose functions take and return NumPy, PyTorch and JAX arrays
-//!   without a copy: [`python`].
-//! - Which imports may be written in place, and what each one trusts:
+//! - **Save and load weights in Rust**: safetensors files and sharded Hugging Face
+//!   checkpoints, read, mapped and written: [`safetensors`]; saving in the middle of
+//!   training and going on with the same buffers: [`ToDLPack`] ("Keeping the value").
+//! - **Write a Python extension** whose functions take and return NumPy, PyTorch and
+//!   JAX arrays without a copy: [`python`], and `examples/python-extension` in the
+//!   repository, a complete one to copy.
+//! - **Write in place** into a caller's array: [`python`] ("Writing into a caller's
+//!   array, in place"); which imports may be written, and what each one trusts:
 //!   [`guide::import_safety`].
+//! - **Errors**: every failure is an [`Error`] variant, never a panic; each variant's
+//!   documentation names the Python exception it becomes.
 //! - Other Rust frameworks: [`dlpark`] (its candle, image and cudarc integrations),
 //!   [`burn`] (flex tensors), and tch-rs through the `dlpack-tch` crate.
 //! - Your own containers: [`ManagedTensor::from_buffer`] and
@@ -62,7 +70,11 @@
 //! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds
 //! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python bridge, `dlpark` the dlpark bridge,
 //! `burn` burn's flex tensors and `safetensors` weights on disk ([`safetensors`]).
-//! With `--no-default-features` the crate is the bare ABI and ownership layer.
+//! With `--no-default-features` the crate is the bare ABI and ownership layer. A
+//! method whose feature is off does not exist (E0599, "no method named ... found"): the
+//! README's feature table says which feature brings what. To read every page locally,
+//! build with `cargo doc -p dlpack-core --all-features --open`; with fewer features,
+//! links to the pages of the others point at docs.rs.
 //!
 // Links to items that only some features build: to the item where it exists, else to
 // its page on docs.rs (built with every feature), so that the documentation builds with
@@ -109,6 +121,8 @@ mod interpreter;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
 #[cfg(feature = "pyo3")]
+mod origin;
+#[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod python;
 mod tensor;
@@ -137,7 +151,9 @@ pub use bridge::safetensors;
 /// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.
 ///
-/// Field attributes: `#[dlpack(rename = "name")]`, `#[dlpack(skip)]`,
+/// Field attributes: `#[dlpack(rename = "name")]` (PyTorch's `nn.Sequential` names its
+/// layers `0`, `1`, ...: `#[dlpack(rename = "0")] fc1: Linear` is `0.weight`),
+/// `#[dlpack(skip)]`,
 /// `#[dlpack(flatten)]` (nest without a prefix), and `#[dlpack(with = "module")]`, which
 /// exchanges a field of a type of your own (or of another crate, such as
 /// `dlpack_tch::tensor` for `tch::Tensor`) through two functions of `module`:
@@ -154,7 +170,10 @@ pub use bridge::safetensors;
 pub use dlpack_derive::ToDLPack;
 
 /// Derives [`FromDLPack`] for a struct of arrays: it imports from a [`TensorBatch`],
-/// strictly (missing, unexpected and mismatched tensors are errors naming the tensor).
+/// strictly: missing and unexpected names and tensors of the wrong dtype or rank are
+/// errors naming the tensor. A fresh value has no shapes to compare, so extents are
+/// taken as they come; to check them too, [`load_dlpack`](FromDLPack::load_dlpack) into
+/// a model built with the right shapes.
 ///
 /// Attributes as for [`ToDLPack`](derive@ToDLPack); `skip`ped fields are filled with
 /// `Default::default()`.

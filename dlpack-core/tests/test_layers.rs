@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["ffi"],
     &["dtype", "device"],
     &["error"],
-    &["interpreter"],
+    &["interpreter", "origin"],
     &["layout"],
     &["tensor"],
     &["batch", "traits"],

@@ -448,3 +448,24 @@ fn a_buffer_that_changes_length_is_refused_and_dropped() {
     );
     assert_eq!(counter.get(), 1);
 }
+
+#[test]
+fn an_io_error_of_your_own_converts_with_question_mark_and_reads_as_itself() {
+    fn open(path: &std::path::Path) -> dlpack_core::Result<std::fs::File> {
+        Ok(std::fs::File::open(path)?)
+    }
+    let err = open(std::path::Path::new("/nonexistent/dlpack-core-test")).unwrap_err();
+    let dlpack_core::Error::Io {
+        path,
+        kind,
+        message,
+    } = &err
+    else {
+        panic!("not an Io error: {err:?}");
+    };
+    assert_eq!(*kind, std::io::ErrorKind::NotFound);
+    assert!(path.as_os_str().is_empty());
+    // No path to name: the message alone, never a leading ": ".
+    assert_eq!(err.to_string(), *message);
+    assert!(!err.to_string().starts_with(':'));
+}

@@ -10,8 +10,9 @@ a = np.arange(6, dtype=np.float32).reshape(2, 3)
 assert ext.total(a) == 15.0
 try:
     ext.total(a.astype(np.float64))
-except TypeError as e:
-    print("TypeError:", e)
+    raise AssertionError("a float64 array was taken as float32")
+except TypeError as e:  # says what came and how to convert it
+    assert "expected a DLPack array of float32" in str(e) and "astype" in str(e)
 
 # An array made in Rust: NumPy views it without a copy.
 i = np.from_dlpack(ext.eye(3))
@@ -51,5 +52,16 @@ if torch is not None:
     t = torch.ones(3)
     ext.scale(t, 4.0)
     assert t.tolist() == [4.0, 4.0, 4.0]
+    # Into a parameter, torch's own rule: refused in grad mode, written under no_grad
+    # (where optimizer steps run).
+    p = torch.nn.Parameter(torch.ones(3))
+    try:
+        ext.scale(p, 2.0)
+        raise AssertionError("a parameter was written in place in grad mode")
+    except RuntimeError as e:
+        assert "torch.no_grad()" in str(e)
+    with torch.no_grad():
+        ext.scale(p, 2.0)
+    assert p.tolist() == [2.0, 2.0, 2.0]
 
 print("ok: NumPy" + (" and PyTorch" if torch is not None else ""))

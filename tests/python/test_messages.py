@@ -37,12 +37,59 @@ def test_tensor_names_must_be_str(ext):
     assert str(info.value) == "tensor names must be str, got int"
 
 
-def test_a_shared_tensor_says_to_pass_a_copy(ext):
+SHARED = (
+    "shared tensor: this function writes in place into an array its caller still holds; "
+    "every array passed from Python is shared, a copy too, so no argument fixes this: the "
+    "extension must return a new array, or call assume_exclusive (Rust) on an array its "
+    'caller hands over to be written (dlpack_core::python docs, "Writing into a caller\'s '
+    'array, in place")'
+)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.zeros(3, np.float32),
+        lambda: np.zeros(3, np.float32).copy(),
+        lambda: torch.zeros(3).clone(),
+    ],
+    ids=["numpy", "numpy-copy", "torch-clone"],
+)
+def test_a_shared_tensor_tells_the_extension_author_the_fix(ext, make):
+    # The advice is for the extension's author: a copy is shared as well, so telling the
+    # caller to pass one would be false.
     with pytest.raises(BufferError) as info:
-        ext.write_first(np.zeros(3, np.float32), 1.0)
+        ext.write_first(make(), 1.0)
+    assert str(info.value) == SHARED
+
+
+def test_a_shared_typed_argument_gets_the_same_advice(ext):
+    with pytest.raises(BufferError) as info:
+        ext.write_first_typed(np.zeros(3, np.float32), 2.0)
+    assert str(info.value) == SHARED
+
+
+def _read_only():
+    a = np.zeros(3, np.float32)
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.broadcast_to(np.zeros(1, np.float32), (3,)),
+        _read_only,
+    ],
+    ids=["broadcast", "writeable-false"],
+)
+def test_a_read_only_array_says_what_to_pass(ext, make):
+    with pytest.raises(ValueError) as info:
+        ext.scale_in_place(make(), 2.0)
     assert str(info.value) == (
-        "shared tensor: writing in place needs memory that nothing else reaches, and the "
-        "array it came from still does; pass a copy (a.copy(), t.clone())"
+        "read-only tensor: this function writes in place, and the array passed is "
+        "read-only (a NumPy array with writeable=False, a broadcast or otherwise read-only "
+        "view); pass a writable array (a.copy() for NumPy, t.clone() for PyTorch)"
     )
 
 

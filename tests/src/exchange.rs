@@ -322,8 +322,20 @@ pub(crate) fn to_object_then_write(py: Python<'_>, address: usize, value: f64) -
 #[pyfunction]
 pub(crate) fn scale_in_place(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
     // SAFETY: this function runs no Python code and keeps the interpreter while the view
-    // lives; the tests pass NumPy arrays and torch tensors that autograd does not track.
+    // lives; the tests pass NumPy arrays and torch tensors (whose autograd rule
+    // `assume_exclusive` applies), never JAX arrays.
     unsafe { x.assume_exclusive() }?;
     x.view_mut()?.mapv_inplace(|v| v * factor);
+    Ok(())
+}
+
+/// Writes `value` into the first element of a typed argument without vouching for it
+/// (no `assume_exclusive`): the mistake whose error must tell the extension's author
+/// the fix.
+#[pyfunction]
+pub(crate) fn write_first_typed(mut x: DLPackArray<f32, Ix1>, value: f32) -> PyResult<()> {
+    if let Some(first) = x.view_mut()?.iter_mut().next() {
+        *first = value;
+    }
     Ok(())
 }

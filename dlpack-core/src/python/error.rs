@@ -1,6 +1,8 @@
 //! [`Error`] to the exception NumPy raises in the same situation.
 
-use pyo3::exceptions::{PyBufferError, PyKeyError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyBufferError, PyKeyError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 use crate::dtype::DataType;
@@ -12,7 +14,8 @@ impl From<Error> for PyErr {
     /// be exchanged through DLPack (unsupported device, version, lanes or element type, a
     /// malformed or misaligned header, a read-only tensor asked for as a legacy capsule),
     /// `TypeError` when a supported element type or the rank differs from the Rust
-    /// type's, `KeyError` for a missing batch entry, and `ValueError` otherwise. Errors
+    /// type's, `KeyError` for a missing batch entry, `RuntimeError` for a write torch
+    /// refuses (as torch raises it), and `ValueError` otherwise. Errors
     /// about a named tensor of a batch are classified by their cause and keep the name
     /// in the message.
     fn from(err: Error) -> Self {
@@ -42,6 +45,8 @@ impl From<Error> for PyErr {
             Error::MissingTensor { .. } => PyKeyError::new_err(message),
             Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
             Error::NotExclusive => PyBufferError::new_err(message),
+            // As torch raises it.
+            Error::RequiresGrad => PyRuntimeError::new_err(message),
             Error::NegativeExtent { .. }
             | Error::Overflow { .. }
             | Error::ShapeMismatch { .. }
@@ -74,9 +79,20 @@ pub(super) fn python_message(err: &Error) -> String {
             py_tuple(expected),
             py_tuple(found)
         ),
-        Error::NotExclusive => "shared tensor: writing in place needs memory that nothing \
-                                else reaches, and the array it came from still does; \
-                                pass a copy (a.copy(), t.clone())"
+        // The reader is the extension's author, testing from Python: the fix is in the
+        // extension, and no argument a caller passes (a copy is shared too) can satisfy it.
+        Error::NotExclusive => "shared tensor: this function writes in place into an array \
+                                its caller still holds; every array passed from Python is \
+                                shared, a copy too, so no argument fixes this: the \
+                                extension must return a new array, or call \
+                                assume_exclusive (Rust) on an array its caller hands over \
+                                to be written (dlpack_core::python docs, \"Writing into a \
+                                caller's array, in place\")"
+            .to_owned(),
+        Error::ReadOnly => "read-only tensor: this function writes in place, and the array \
+                            passed is read-only (a NumPy array with writeable=False, a \
+                            broadcast or otherwise read-only view); pass a writable array \
+                            (a.copy() for NumPy, t.clone() for PyTorch)"
             .to_owned(),
         other => other.to_string().replace('`', "'"),
     }

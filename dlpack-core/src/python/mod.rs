@@ -82,8 +82,8 @@
 //! #[pyfunction]
 //! fn scale(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
 //!     // SAFETY: this function runs no Python code and keeps the interpreter while the
-//!     // view lives, and its callers pass NumPy arrays or torch tensors that autograd
-//!     // does not track, never JAX arrays.
+//!     // view lives, and its callers pass NumPy arrays or torch tensors, never JAX
+//!     // arrays (torch's autograd rule is checked by `assume_exclusive` itself).
 //!     unsafe { x.assume_exclusive() }?;
 //!     x.view_mut()?.mapv_inplace(|v| v * factor);
 //!     Ok(())
@@ -91,10 +91,15 @@
 //! ```
 //!
 //! The contract ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by
-//! contract, though their legacy capsules cannot say so) and torch tensors that
-//! autograd tracks. Those import as any other for reading: torch's own `__dlpack__`
-//! refuses a tensor that requires grad, its C exchange API does not, and a shared view
-//! of one only reads; writing one through this door gives silently wrong gradients.
+//! contract, though their legacy capsules cannot say so). Torch tensors follow torch's
+//! own rule for in-place operations, which `assume_exclusive` checks on the object the
+//! argument came from: a tensor that requires grad (a `Parameter`) is refused while
+//! grad mode is on (`RuntimeError`, as torch's own in-place operations raise) and
+//! written under `torch.no_grad()`, where optimizer steps run; a written tensor's
+//! version counter is bumped, so autograd refuses a backward pass through a value saved
+//! before the write. Only the in-place path asks; reading never does. Torch's own
+//! `__dlpack__` refuses a tensor that requires grad, its C exchange API (which imports
+//! use) does not: a shared view of one only reads.
 //!
 //! # The DLPack C exchange API
 //!

@@ -89,8 +89,8 @@ mod dlpack_example {
     #[pyfunction]
     fn scale(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
         // SAFETY: this function runs no Python code and keeps the interpreter while the
-        // view lives; its callers (example.py) pass NumPy arrays and torch tensors that
-        // autograd does not track, never JAX arrays.
+        // view lives; its callers (example.py) pass NumPy arrays and torch tensors, never
+        // JAX arrays (`assume_exclusive` applies torch's autograd rule itself).
         unsafe { x.assume_exclusive() }?;
         x.view_mut()?.mapv_inplace(|v| v * factor);
         Ok(())

@@ -30,6 +30,10 @@ use super::convert::{copy_standard, reclaim};
 pub struct DLPackArray<A, D> {
     views: Views<A, D>,
     tensor: ManagedTensor,
+    /// The Python object a typed argument came from, for its producer's rules on the
+    /// in-place path ([`assume_exclusive`](Self::assume_exclusive)); `None` otherwise.
+    #[cfg(feature = "pyo3")]
+    origin: Option<crate::origin::Origin>,
 }
 
 /// The validated views: mutable when the tensor allows it, else read-only with the
@@ -69,11 +73,12 @@ impl Refusal {
 
 // SAFETY:
 // - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
-// - `A: Element` is `Send`, and moving the wrapper moves no element.
+// - `A: Element` is `Send`, and moving the wrapper moves no element;
+// - `origin` holds a `Py<PyAny>`, which is `Send`.
 unsafe impl<A: Element, D: Dimension> Send for DLPackArray<A, D> {}
 // SAFETY:
 // - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
-// - `tensor` is `Sync`.
+// - `tensor` is `Sync`, and `origin` holds a `Py<PyAny>`, which is `Sync`.
 unsafe impl<A: Element, D: Dimension> Sync for DLPackArray<A, D> {}
 
 impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
@@ -113,7 +118,20 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
                 },
             },
         };
-        Ok(Self { views, tensor })
+        Ok(Self {
+            views,
+            tensor,
+            #[cfg(feature = "pyo3")]
+            origin: None,
+        })
+    }
+
+    /// Keeps the Python object the tensor was imported from (see
+    /// [`assume_exclusive`](Self::assume_exclusive)).
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn with_origin(mut self, origin: crate::origin::Origin) -> Self {
+        self.origin = Some(origin);
+        self
     }
 
     fn raw_view(&self) -> RawArrayView<A, D> {
@@ -169,11 +187,30 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// - never a JAX array: JAX arrays are immutable by contract, and its legacy capsule
     ///   cannot say so (no `READ_ONLY` flag), so a write breaks every JAX computation
     ///   that shares the buffer;
-    /// - never a torch tensor that autograd tracks (`requires_grad`, or a view of one):
-    ///   torch refuses its own in-place operations there, and a write behind its back
-    ///   gives silently wrong gradients;
     /// - while the array lives, nothing else writes the memory.
+    ///
+    /// # PyTorch's autograd
+    ///
+    /// An array extracted from a Python argument (feature `pyo3`) follows torch's own
+    /// rule for in-place operations: a tensor that requires grad (a `Parameter`, or a
+    /// view of one) is refused with [`Error::RequiresGrad`] while grad mode is on, and
+    /// written under `torch.no_grad()`, where optimizer steps run. A torch tensor that
+    /// is written gets its version counter bumped, as torch's in-place operations do,
+    /// so a backward pass through a value saved before the write is torch's error,
+    /// never a wrong gradient. Torch's own refusals (an inference tensor outside
+    /// inference mode) are [`Error::Framework`]. Reading never asks: only this call does.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
+        #[cfg(feature = "pyo3")]
+        if let (Some(origin), Views::Const(_, Refusal::NotExclusive)) = (&self.origin, &self.views)
+        {
+            origin.before_write().map_err(|refused| match refused {
+                crate::origin::Refused::RequiresGrad => Error::RequiresGrad,
+                crate::origin::Refused::Producer(message) => Error::Framework {
+                    framework: "torch",
+                    message,
+                },
+            })?;
+        }
         if let Views::Const(_, Refusal::NotExclusive) = &self.views {
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
             unsafe { self.tensor.assume_exclusive() };

@@ -452,11 +452,13 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// array of `A` with `D`'s rank, once: `#[pyfunction] fn f(x: DLPackArray<f32,
     /// Ix2>)` takes NumPy, PyTorch, JAX, ... arrays as rust-numpy's
     /// `PyReadonlyArray2<f32>` takes NumPy's. An array that does not fit (dtype, rank,
-    /// device, layout) is a `TypeError` naming what was expected and what was found,
-    /// which PyO3 prefixes with the argument's name; the producer's own errors pass
-    /// through. The array is shared (read-only views), as every import from Python.
+    /// device, layout) is a `TypeError` naming what was expected and what was found, to
+    /// which PyO3 adds the argument's name as a note (`while processing 'x'`, printed
+    /// under the message in a traceback); the producer's own errors pass through. The
+    /// array is shared (read-only views), as every import from Python; its in-place
+    /// door, [`DLPackArray::assume_exclusive`], follows torch's autograd rule.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
+        let array = DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
             let found = format!(
                 "{} with shape {} on {}",
                 tensor.dtype(),
@@ -480,6 +482,8 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 A::DTYPE,
                 python_message(&err)
             ))
-        })
+        })?;
+        // One reference, nothing read: the in-place path asks it for torch's rule.
+        Ok(array.with_origin(crate::origin::Origin::new(&obj)))
     }
 }
