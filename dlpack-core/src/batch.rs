@@ -32,6 +32,16 @@ use crate::traits::FromDLPack;
 /// assert_eq!(batch.get("bias").map(|t| t.shape()), Some(&[2i64][..]));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Methods that need a feature
+///
+/// Without its feature a method does not exist, and the compiler says only "no method
+/// named ... found" (E0599):
+///
+/// | methods | feature |
+/// |---|---|
+/// | `read_safetensors`, `map_safetensors`, `write_safetensors`, `write_checkpoint` | `safetensors` |
+/// | to and from a Python `dict` (`IntoPyObject`, `FromPyObject`) | `pyo3` |
 #[derive(Default)]
 pub struct TensorBatch {
     tensors: IndexMap<String, ManagedTensor>,

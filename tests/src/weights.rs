@@ -34,6 +34,12 @@ fn load_safetensors(path: PathBuf) -> PyResult<(TensorBatch, BTreeMap<String, St
 
 /// Maps a safetensors file: a `dict` of tensors over one private mapping, and the file's
 /// metadata.
+///
+/// A test helper, not a pattern to copy: it is a safe Python function over an `unsafe`
+/// map, sound only because its one caller, the test suite, keeps the contract below. An
+/// extension that maps files its users name cannot promise that (a file truncated
+/// under the mapping kills the process): it reads them (`TensorBatch::read_safetensors`,
+/// `Checkpoint::load`), as the example extension does.
 #[pyfunction]
 fn map_safetensors(path: PathBuf) -> PyResult<(TensorBatch, BTreeMap<String, String>)> {
     // SAFETY: the tests map files that they made in folders of their own and never

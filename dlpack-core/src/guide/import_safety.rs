@@ -28,10 +28,12 @@
 //!   described elements until the deleter runs. Like every DLPack consumer (and like
 //!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
 //!   holds the original array from writing it while a Rust view lives; do not do that,
-//!   or import a copy. Nor can it survive what NumPy itself calls unsafe: replacing the
-//!   memory of an array that others view (`a.resize(..., refcheck=False)`), or views
-//!   made with `as_strided` that leave the buffer (a `__dlpack__` export trusts the
-//!   same struct).
+//!   or import a copy. Nor can it survive what frees or moves the memory under a NumPy
+//!   view too, since a live import is such a view: replacing the memory of an array
+//!   that others view (`a.resize(..., refcheck=False)`, or a resize of the array's
+//!   `base` that owns the memory), `a.__setstate__(...)` (which unpickling calls, and
+//!   which gives an existing array new memory), or views made with `as_strided` that
+//!   leave the buffer (a `__dlpack__` export trusts the same struct).
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
 //!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a

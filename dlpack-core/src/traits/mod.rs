@@ -29,13 +29,57 @@ pub use select::{Expected, Selection};
 /// The method consumes the value, as `into_` methods do: the name follows the DLPack
 /// ecosystem's `to_dlpack`/`from_dlpack` pair (PyTorch's, NumPy's), and for views and
 /// references, which are copied, it is a `to_` conversion in the Rust sense too.
+///
+/// # Keeping the value: save and go on
+///
+/// A derived model exports by value, and comes back from its own batch without a copy
+/// (each field gets its buffer back), so a checkpoint in the middle of training is a
+/// round trip that costs no copy:
+///
+#[cfg_attr(all(feature = "ndarray", feature = "derive"), doc = "```")]
+#[cfg_attr(not(all(feature = "ndarray", feature = "derive")), doc = "```ignore")]
+/// use dlpack_core::{FromDLPack, ToDLPack};
+/// use ndarray::Array2;
+///
+/// #[derive(ToDLPack, FromDLPack)]
+/// struct Model {
+///     weight: Array2<f32>,
+/// }
+/// let model = Model { weight: Array2::zeros((2, 3)) };
+/// let ptr = model.weight.as_ptr();
+/// let batch = model.to_dlpack()?;
+/// // batch.write_safetensors("step-100.safetensors")?; // (feature `safetensors`)
+/// let model = Model::from_dlpack(batch)?; // the same buffers, training goes on
+/// assert_eq!(model.weight.as_ptr(), ptr);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Layouts: what consumers accept
+///
+/// An owned array travels with its own strides, whatever they are, and NumPy takes
+/// every layout. PyTorch and JAX refuse negative strides (torch: "Storage size
+/// calculation overflowed with sizes=\[4\] and strides=\[-1\]"), so for them take a
+/// standard-layout copy when, and only when, the strides need it:
+///
+#[cfg_attr(feature = "ndarray", doc = "```")]
+#[cfg_attr(not(feature = "ndarray"), doc = "```ignore")]
+/// use ndarray::{Array1, s};
+///
+/// let a = Array1::<f32>::zeros(4).slice_move(s![..;-1]); // strides [-1]
+/// let a = if a.strides().iter().any(|&s| s < 0) { a.as_standard_layout().into_owned() } else { a };
+/// assert_eq!(a.strides(), [1]);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be exported through DLPack",
     label = "not an array, a tensor, or a struct deriving `ToDLPack`",
     note = "on a field of a `#[derive(ToDLPack)]` struct: for a struct of your own, add \
             `#[derive(ToDLPack)]` to it; else leave the field out with `#[dlpack(skip)]`, \
             or export it with `#[dlpack(with = \"module\")]` (a module with \
-            `to_dlpack_into` and `from_dlpack_in` functions)"
+            `to_dlpack_into` and `from_dlpack_in` functions)",
+    note = "if the field is an ndarray array and the compiler says there are several versions \
+            of `ndarray`: dlpack-core implements the traits for the one Cargo gave it, not \
+            yours; with `ndarray = \"0.16\"`, run `cargo update -p ndarray@0.17 --precise \
+            0.16.1`, or use the re-export `dlpack_core::ndarray`"
 )]
 pub trait ToDLPack: Sized {
     /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.
@@ -54,7 +98,11 @@ pub trait ToDLPack: Sized {
 ///
 /// `from_dlpack` is strict for batches, like `load_state_dict(strict=True)`: every
 /// missing name, every leftover name and every tensor of the wrong dtype or rank is
-/// reported at once, in one [`Error::StateDict`]. For a lenient import that leaves
+/// reported at once, in one [`Error::StateDict`]. A fresh value has no shapes to
+/// compare, so a tensor of the right rank and other extents loads (and a forward pass
+/// meets it later): to check shapes, build the model and
+/// [`load_dlpack`](Self::load_dlpack) into it, which refuses a tensor whose shape
+/// differs from its field's. For a lenient import that leaves
 /// unknown tensors alone, use [`TensorBatch::extract`]; to fill an existing value in
 /// place, [`load_dlpack`](Self::load_dlpack) and
 /// [`load_dlpack_lenient`](Self::load_dlpack_lenient).
@@ -65,7 +113,11 @@ pub trait ToDLPack: Sized {
             add `#[derive(FromDLPack)]` to it; else leave the field out with \
             `#[dlpack(skip)]` (it is then `Default::default()`), or import it with \
             `#[dlpack(with = \"module\")]` (a module with `to_dlpack_into` and \
-            `from_dlpack_in` functions)"
+            `from_dlpack_in` functions)",
+    note = "if the field is an ndarray array and the compiler says there are several versions \
+            of `ndarray`: dlpack-core implements the traits for the one Cargo gave it, not \
+            yours; with `ndarray = \"0.16\"`, run `cargo update -p ndarray@0.17 --precise \
+            0.16.1`, or use the re-export `dlpack_core::ndarray`"
 )]
 pub trait FromDLPack: Sized {
     /// [`ManagedTensor`] for one array; [`TensorBatch`] for a struct of arrays.

@@ -48,8 +48,11 @@ impl TensorBatch {
     /// Maps a safetensors file into memory: O(header) time, pages read from the file
     /// when first touched, every tensor a view into one private (copy-on-write)
     /// mapping that the last tensor alive keeps open. No swap is reserved for the
-    /// private pages, so a file larger than memory maps (a page is found when it is
-    /// first written, as for any memory under the system's overcommit).
+    /// private pages, so a file larger than memory maps: a page is found when it is
+    /// first written, as for any memory under the system's overcommit, and under memory
+    /// pressure that first write can get the process killed (by the kernel's
+    /// out-of-memory killer) instead of failing as an allocation does. Where that
+    /// matters, write into tensors [read](Self::read_safetensors), not mapped.
     ///
     /// Tensors are exclusive and writable: writes go to private pages, never to the
     /// file, so PyTorch, tch-rs and burn take them without a copy (as

@@ -41,6 +41,7 @@
 //! # let path = folder.path().join("linear.safetensors");
 //! let layer = Linear { weight: Array2::eye(3), bias: Array1::zeros(3) };
 //! let mut batch = layer.to_dlpack()?;
+//! // What `transformers` writes (its releases before 5.0 refuse metadata without it).
 //! batch.metadata_mut().insert("format".into(), "pt".into());
 //! batch.write_safetensors(&path)?;
 //!

@@ -264,8 +264,10 @@ impl TensorBatch {
     /// would take it past `max_shard_bytes`, and a tensor larger than that has a shard
     /// of its own. Each shard is a safetensors file as
     /// [`write_safetensors`](Self::write_safetensors) writes it, the batch's
-    /// [`metadata`](Self::metadata) as its `__metadata__` (`from_pretrained` expects
-    /// `{"format": "pt"}` there). The folder is created if needed.
+    /// [`metadata`](Self::metadata) as its `__metadata__`: put `{"format": "pt"}` there
+    /// for Hugging Face's `transformers`, which writes it in every file it saves (its
+    /// releases before 5.0 refuse, in `from_pretrained`, a file that has metadata but no
+    /// `format`; other readers ignore the key). The folder is created if needed.
     ///
     /// Every file is replaced atomically (never seen half written), one after the
     /// other. A sharded save first removes the index of an earlier save, then writes
