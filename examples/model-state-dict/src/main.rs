@@ -1,12 +1,11 @@
 //! A PyTorch-style `state_dict` for a small MLP: export the model as named tensors,
 //! inspect them by name, and load them back without copying.
 //!
-//! Run with `cargo run -p dlpack-core --example model_state_dict`.
+//! Run with `cargo run -p model-state-dict`.
 
-#[cfg(all(feature = "derive", feature = "ndarray"))]
 mod mlp {
+    use dlpack_core::ndarray::{Array1, Array2, Ix1};
     use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
-    use ndarray::{Array1, Array2, Ix1};
 
     /// `y = W x + b`.
     #[derive(ToDLPack, FromDLPack)]
@@ -100,12 +99,6 @@ mod mlp {
     }
 }
 
-#[cfg(all(feature = "derive", feature = "ndarray"))]
 fn main() -> dlpack_core::Result<()> {
     mlp::run()
-}
-
-#[cfg(not(all(feature = "derive", feature = "ndarray")))]
-fn main() {
-    eprintln!("this example needs the `derive` and `ndarray` features (on by default)");
 }

@@ -4,12 +4,12 @@
 //! read.
 //!
 //! ```sh
-//! cargo run --example checkpoint --features safetensors
+//! cargo run -p checkpoint
 //! ```
 
+use dlpack_core::ndarray::{Array1, Array2};
 use dlpack_core::safetensors::{Checkpoint, LoadOptions};
 use dlpack_core::{DataType, FromDLPack, ToDLPack};
-use ndarray::{Array1, Array2};
 
 #[derive(ToDLPack, FromDLPack, Clone, PartialEq, Debug)]
 struct Linear {
@@ -47,15 +47,12 @@ fn main() -> dlpack_core::Result<()> {
         layers: (0..4).map(layer).collect(),
         norm: Array1::ones(n),
     };
-    let folder = tempfile::tempdir().map_err(|e| dlpack_core::Error::Io {
-        path: std::env::temp_dir(),
-        kind: e.kind(),
-        message: e.to_string(),
-    })?;
-    let dir = folder.path().join("model");
+    let folder = std::env::temp_dir().join(format!("dlpack-checkpoint-{}", std::process::id()));
+    let dir = folder.join("model");
 
     // Save: shards of at most 300 KB (a layer's weight is 256 KiB), and the index.
     let mut batch = model.clone().to_dlpack()?;
+    // What `transformers` writes in every shard (see the safetensors-file example).
     batch.metadata_mut().insert("format".into(), "pt".into());
     batch.write_checkpoint(&dir, 300_000)?;
     let checkpoint = Checkpoint::open(&dir)?;
@@ -93,7 +90,7 @@ fn main() -> dlpack_core::Result<()> {
 
     // The same weights stored in bfloat16, as most published checkpoints are: written
     // here by converting while reading, then loaded into the float32 model.
-    let bf16_dir = folder.path().join("model-bf16");
+    let bf16_dir = folder.join("model-bf16");
     let narrow = LoadOptions::new().convert_floats(DataType::BF16);
     let stored = checkpoint.read_where_with(|_| true, &narrow)?;
     stored.write_checkpoint(&bf16_dir, 300_000)?;
@@ -120,5 +117,6 @@ fn main() -> dlpack_core::Result<()> {
         .fold(0.0f32, f32::max);
     println!("loaded converting bfloat16 to float32: largest difference {largest:.5}");
     assert!(largest <= 1.0 / 256.0);
+    let _ = std::fs::remove_dir_all(&folder);
     Ok(())
 }

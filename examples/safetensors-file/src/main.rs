@@ -3,10 +3,10 @@
 //! untouched), and read into owned arrays (each tensor straight into the buffer its
 //! field keeps).
 //!
-//! Run with `cargo run --example safetensors --features safetensors`.
+//! Run with `cargo run -p safetensors-file`.
 
+use dlpack_core::ndarray::{Array1, Array2};
 use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
-use ndarray::{Array1, Array2};
 
 #[derive(ToDLPack, FromDLPack)]
 struct Linear {
@@ -29,11 +29,7 @@ fn layer(inputs: usize, outputs: usize) -> Linear {
 
 fn main() -> Result<()> {
     let folder = std::env::temp_dir().join(format!("dlpack-example-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).map_err(|e| dlpack_core::Error::Io {
-        path: folder.clone(),
-        kind: e.kind(),
-        message: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&folder)?; // `?`: `Error` takes `std::io::Error`
     let path = folder.join("model.safetensors");
 
     // Save: every field a named tensor, as in a PyTorch `state_dict`.
@@ -42,6 +38,8 @@ fn main() -> Result<()> {
         fc2: layer(256, 10),
     };
     let mut batch = model.to_dlpack()?;
+    // `{"format": "pt"}` is what Hugging Face's `transformers` writes in every file (its
+    // releases before 5.0 refuse a file with metadata but no `format`); others ignore it.
     batch.metadata_mut().insert("format".into(), "pt".into());
     batch.write_safetensors(&path)?;
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

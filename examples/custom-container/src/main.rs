@@ -2,16 +2,16 @@
 //! owns a slice of elements) and `ManagedTensor::from_owner` (unsafe, for any memory an
 //! owner keeps alive), then get the container back without a copy with `into_owner`.
 //!
-//! Run with `cargo run --example custom_container`.
+//! Run with `cargo run -p custom-container`.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
+use dlpack_core::ndarray::Ix3;
 use dlpack_core::{
     DataType, Device, Error, FromDLPack, ManagedTensor, Result, TensorBatch, ToDLPack,
 };
-use ndarray::Ix3;
 
 /// An interleaved RGB image, rows of `width * 3` bytes.
 #[derive(Debug, PartialEq)]
@@ -167,10 +167,11 @@ fn main() -> Result<()> {
             0,
         )
     }?;
-    t.as_array_mut::<f32, ndarray::Ix2>()?.fill(1.5);
+    t.as_array_mut::<f32, dlpack_core::ndarray::Ix2>()?
+        .fill(1.5);
     println!(
         "aligned tensor sum: {}",
-        t.as_array::<f32, ndarray::Ix2>()?.sum()
+        t.as_array::<f32, dlpack_core::ndarray::Ix2>()?.sum()
     );
     drop(t);
     Ok(())
