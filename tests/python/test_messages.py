@@ -150,3 +150,14 @@ def test_a_stream_out_of_range_says_so(ext):
         "stream=1267650600228229401496703205376 is out of range: a stream is a 64-bit "
         "integer"
     )
+
+
+def test_a_parameter_written_in_grad_mode_is_refused_in_torchs_words(ext):
+    w = torch.nn.Parameter(torch.ones(3))
+    with pytest.raises(RuntimeError) as info:
+        ext.scale_in_place(w, 2.0)
+    assert str(info.value) == (
+        "in-place write into a tensor that requires grad while grad mode is on, which torch "
+        "refuses (a leaf Variable that requires grad is being used in an in-place "
+        "operation); write it under torch.no_grad(), as optimizer steps do"
+    )

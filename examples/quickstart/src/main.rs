@@ -39,7 +39,8 @@ fn main() -> dlpack_core::Result<()> {
     let back = Array2::<f32>::from_dlpack(t)?;
     assert_eq!(back.as_ptr(), buffer);
 
-    // Any layout travels as it is, negative strides included.
+    // Any layout travels as it is, negative strides included: NumPy takes it; PyTorch
+    // and JAX refuse negative strides (`as_standard_layout().into_owned()` first).
     let reversed = back.slice_move(s![..;-1, ..]);
     let t = reversed.to_dlpack()?;
     println!("reversed rows: strides {:?}", t.strides());

@@ -5,6 +5,8 @@
 //!
 //! ```sh
 //! cargo run -p checkpoint
+//! # or, building the workspace's test dependencies too:
+//! cargo run --example checkpoint --features safetensors
 //! ```
 
 use dlpack_core::ndarray::{Array1, Array2};
