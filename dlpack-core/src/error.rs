@@ -212,15 +212,15 @@ pub enum Error {
         /// Its message, one line.
         message: String,
     },
-    /// An in-place write into a PyTorch tensor that requires grad, while grad mode is on:
-    /// torch refuses its own in-place operations there (see `DLPackArray::assume_exclusive`,
-    /// feature `pyo3`). Python: `RuntimeError`, as torch raises.
-    #[error(
-        "in-place write into a tensor that requires grad while grad mode is on, which torch \
-         refuses (a leaf Variable that requires grad is being used in an in-place \
-         operation); write it under torch.no_grad(), as optimizer steps do"
-    )]
-    RequiresGrad,
+    /// An in-place write into an array imported from Python that its producer's rules
+    /// refuse (`DLPackArray::assume_exclusive`, feature `pyo3`): a PyTorch tensor that
+    /// requires grad while grad mode is on, an inference tensor outside inference mode.
+    /// Python: `RuntimeError`, as torch raises.
+    #[error("in-place write refused: {reason}")]
+    InPlaceRefused {
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// Two tensors of a batch have the same name. Python: `ValueError`.
     #[error("duplicate tensor name `{name}`")]
     DuplicateName {

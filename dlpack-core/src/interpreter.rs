@@ -191,6 +191,70 @@ pub(crate) fn release_reference(obj: NonNull<ffi::PyObject>) {
     }
 }
 
+/// Runs `f` if this thread is attached to the interpreter, without attaching it: never
+/// a wait for the GIL (a thread that is not attached, while another holds the GIL and
+/// waits for it, would wait forever) and never a panic (PyO3's `attach` panics while
+/// the interpreter finalises). `None` when the thread is not attached. Under the stable
+/// ABI where the thread's state cannot be read (see [`attached`]), it attaches through
+/// the GIL-state API, as [`release_reference`] does.
+pub(crate) fn on_attached_thread<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    match attached() {
+        // SAFETY: this thread has a current thread state: it is attached.
+        Attached::Yes => Some(f(unsafe { Python::assume_attached() })),
+        Attached::No => None,
+        Attached::Unknown => with_gil_state(f),
+    }
+}
+
+/// The interpreter's table of imported modules (`sys.modules`), read without importing
+/// anything: no import hook runs. `None` if the interpreter has none.
+pub(crate) fn imported_modules(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
+    // SAFETY: the thread is attached (`py`); returns a borrowed reference (owned by the
+    // interpreter) or NULL, without setting an exception.
+    let modules = unsafe { ffi::PyImport_GetModuleDict() };
+    // SAFETY:
+    // - a borrowed reference to a live object, or NULL;
+    // - made a new strong reference at once (`to_owned`), while the thread stays
+    //   attached and nothing runs in between.
+    unsafe { Borrowed::from_ptr_or_opt(py, modules) }.map(|m| m.to_owned())
+}
+
+/// A strong reference to a Python object, released on any thread by
+/// [`release_reference`] (PyO3's `Py` would defer the release to its next attachment on
+/// a thread that is not attached, keeping the object and its memory alive meanwhile).
+pub(crate) struct ObjectRef(NonNull<ffi::PyObject>);
+
+// SAFETY:
+// - the reference is used only on attached threads (`bind` takes a `Python` token) and
+//   released by `Drop`, which attaches when the thread is not; reference counts are
+//   the interpreter's, changed only by attached threads.
+unsafe impl Send for ObjectRef {}
+// SAFETY: `&ObjectRef` only lends the object to an attached thread (`bind`).
+unsafe impl Sync for ObjectRef {}
+
+impl ObjectRef {
+    /// A new strong reference to `obj` (`None` only if its pointer were NULL, which a
+    /// `Bound` never is).
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> Option<Self> {
+        NonNull::new(obj.clone().into_ptr()).map(Self)
+    }
+
+    /// The object, for a thread attached to the interpreter.
+    pub(crate) fn bind<'a, 'py>(&'a self, py: Python<'py>) -> Borrowed<'a, 'py, PyAny> {
+        // SAFETY:
+        // - the pointer is a live object: this value holds a strong reference to it
+        //   until it drops, which the borrow `'a` outlasts;
+        // - `py` says the thread is attached.
+        unsafe { Borrowed::from_ptr(py, self.0.as_ptr()) }
+    }
+}
+
+impl Drop for ObjectRef {
+    fn drop(&mut self) {
+        release_reference(self.0);
+    }
+}
+
 /// Runs `f` attached to the interpreter through CPython's GIL-state API
 /// (`PyGILState_Ensure`, then `PyGILState_Release`), as NumPy's and PyTorch's deleters
 /// attach; `None`, without running `f`, once the interpreter is finalising or gone.

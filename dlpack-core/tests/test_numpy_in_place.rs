@@ -168,3 +168,48 @@ fn eight_threads_import_one_array() {
     Python::attach(|py| py.detach(|| threads.into_iter().for_each(|t| t.join().unwrap())));
     Python::attach(|py| assert_eq!(refcount(py, &array), before));
 }
+
+/// A typed argument keeps the object it came from (for torch's in-place rule): written
+/// in place on the attached thread, refused on another, and its reference released once,
+/// by the thread that drops it, attached or not.
+#[test]
+fn a_typed_argument_keeps_its_object_and_releases_it_from_any_thread() {
+    use dlpack_core::DLPackArray;
+    with_numpy(|py, globals| {
+        run(
+            py,
+            globals,
+            c"a = numpy.ones(8, numpy.float32)\nalive = weakref.ref(a)",
+        );
+        let mut typed: DLPackArray<f32, Ix1> = get(globals, "a").extract().unwrap();
+        globals.del_item("a").unwrap();
+        assert!(alive(py, globals));
+        // SAFETY: this test runs no Python code while the view lives, and nothing else
+        // holds the array (its only name was deleted above).
+        unsafe { typed.assume_exclusive() }.unwrap();
+        typed.view_mut().unwrap().fill(3.0);
+        assert_eq!(typed.view().sum(), 24.0);
+
+        // The door is refused on a thread that is not attached, never waited for.
+        run(py, globals, c"b = numpy.ones(4, numpy.float32)");
+        let mut other: DLPackArray<f32, Ix1> = get(globals, "b").extract().unwrap();
+        let refused = std::thread::scope(|scope| {
+            // SAFETY: refused before any view is made; nothing is written.
+            scope
+                .spawn(|| unsafe { other.assume_exclusive() })
+                .join()
+                .unwrap()
+        });
+        assert!(
+            matches!(&refused, Err(dlpack_core::Error::InPlaceRefused { reason }) if reason.contains("thread attached")),
+            "{refused:?}"
+        );
+        assert!(other.view_mut().is_err(), "still shared after the refusal");
+        drop(other);
+
+        // Dropped on a detached thread: the tensor and the kept object both released.
+        py.detach(move || std::thread::spawn(move || drop(typed)).join())
+            .unwrap();
+        assert!(!alive(py, globals));
+    });
+}

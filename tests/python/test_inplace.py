@@ -3,6 +3,8 @@
 arrays and of tensors that autograd tracks (read like any import; the safe path never
 writes them)."""
 
+import sys
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -65,9 +67,9 @@ def test_jax_arrays_are_read_never_written_by_the_safe_path(ext):
 # ------------------------------------------------------------------------------------
 
 REQUIRES_GRAD = (
-    "in-place write into a tensor that requires grad while grad mode is on, which torch "
-    "refuses (a leaf Variable that requires grad is being used in an in-place "
-    "operation); write it under torch.no_grad(), as optimizer steps do"
+    "in-place write refused: the tensor requires grad and grad mode is on: autograd "
+    "cannot record a write made outside torch (torch itself refuses one into a leaf such "
+    "as a Parameter); write it under torch.no_grad(), as optimizer steps do"
 )
 
 
@@ -136,13 +138,86 @@ def test_an_inference_tensor_is_written_only_in_inference_mode_as_torch_writes_i
     # Torch's own refusal (raised after its kernel ran: `u` is written nonetheless).
     with pytest.raises(RuntimeError, match="inference tensor"):
         u.mul_(2.0)
-    with pytest.raises(BufferError) as info:
+    with pytest.raises(RuntimeError) as info:
         ext.scale_in_place(t, 2.0)
     assert str(info.value) == (
-        "torch: in-place write into an inference tensor outside inference mode, which "
-        "torch refuses; write a clone (t.clone()) instead"
+        "in-place write refused: an inference tensor outside inference mode, which torch "
+        "refuses; write a clone (t.clone()) instead, or write it under "
+        "torch.inference_mode()"
     )
     assert t.tolist() == [1.0] * 3
     with torch.inference_mode():
         ext.scale_in_place(t, 2.0)
     assert t.tolist() == [2.0] * 3
+
+
+def test_a_non_leaf_that_requires_grad_is_refused_too(ext):
+    # Torch records an in-place operation on a non-leaf; a write from Rust cannot be
+    # recorded, so it is refused in grad mode, and written under no_grad.
+    a = torch.ones(3, requires_grad=True)
+    b = a * 1.0
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(b, 2.0)
+    with torch.no_grad():
+        ext.scale_in_place(b, 2.0)
+    assert b.detach().tolist() == [2.0] * 3
+
+
+def test_a_write_refused_for_its_layout_bumps_no_version(ext):
+    t = torch.ones(1).expand(4)
+    version = t._version
+    with pytest.raises(ValueError, match="overlapping"):
+        ext.scale_in_place(t, 2.0)
+    assert t._version == version
+    # The array is unchanged, and the same call still reads it.
+    assert ext.sum_f32_2d(torch.ones(1).expand(2, 2)) == 4.0
+
+
+def test_the_check_runs_no_python_code_of_subclasses_modes_or_profilers(ext):
+    # Python code run between the import and the write could free the memory (a resize):
+    # the check calls torch's C entry points with torch functions off.
+    from torch.overrides import TorchFunctionMode
+
+    calls = []
+
+    class Spy(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", str(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+        @property
+        def requires_grad(self):  # never read by the check
+            calls.append("requires_grad property")
+            return False
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append("mode: " + getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    t = torch.ones(4).as_subclass(Spy)
+    events = []
+
+    def profile(frame, event, arg):
+        events.append((event, getattr(arg, "__name__", None)))
+
+    calls.clear()
+    with torch.no_grad(), Mode():
+        sys.setprofile(profile)
+        try:
+            ext.scale_in_place(t, 2.0)
+        finally:
+            sys.setprofile(None)
+    assert calls == []
+    # Only the call itself, and leaving it: no Python or C function called from inside.
+    assert [e for e in events if e[1] not in ("scale_in_place", "setprofile")] == []
+    assert torch.Tensor.tolist(t) == [2.0] * 4
+
+
+def test_the_door_is_refused_off_the_attached_thread_instead_of_waiting(ext):
+    a = np.ones(3, np.float32)
+    with pytest.raises(RuntimeError) as info:
+        ext.scale_on_another_thread(a, 2.0)
+    assert "thread attached to the interpreter" in str(info.value)
+    assert a.tolist() == [1.0] * 3

@@ -38,11 +38,11 @@ def test_tensor_names_must_be_str(ext):
 
 
 SHARED = (
-    "shared tensor: this function writes in place into an array its caller still holds; "
-    "every array passed from Python is shared, a copy too, so no argument fixes this: the "
-    "extension must return a new array, or call assume_exclusive (Rust) on an array its "
-    'caller hands over to be written (dlpack_core::python docs, "Writing into a caller\'s '
-    'array, in place")'
+    "shared tensor: this function writes in place into memory that something else still "
+    "reaches (for an argument, the caller's array; a copy passed from Python is shared "
+    "too); the fix is in the extension: return a new array, import a copy (copy=True), or "
+    "call assume_exclusive (Rust) on an array its caller hands over to be written "
+    '(dlpack_core::python docs, "Writing into a caller\'s array, in place")'
 )
 
 
@@ -87,9 +87,10 @@ def test_a_read_only_array_says_what_to_pass(ext, make):
     with pytest.raises(ValueError) as info:
         ext.scale_in_place(make(), 2.0)
     assert str(info.value) == (
-        "read-only tensor: this function writes in place, and the array passed is "
-        "read-only (a NumPy array with writeable=False, a broadcast or otherwise read-only "
-        "view); pass a writable array (a.copy() for NumPy, t.clone() for PyTorch)"
+        "read-only tensor: this function writes in place, and the array is read-only (a "
+        "NumPy array with writeable=False, a broadcast or other read-only view, a tensor its "
+        "producer flagged read-only); it needs a writable one (a.copy() for NumPy, t.clone() "
+        "for PyTorch)"
     )
 
 
@@ -157,7 +158,7 @@ def test_a_parameter_written_in_grad_mode_is_refused_in_torchs_words(ext):
     with pytest.raises(RuntimeError) as info:
         ext.scale_in_place(w, 2.0)
     assert str(info.value) == (
-        "in-place write into a tensor that requires grad while grad mode is on, which torch "
-        "refuses (a leaf Variable that requires grad is being used in an in-place "
-        "operation); write it under torch.no_grad(), as optimizer steps do"
+        "in-place write refused: the tensor requires grad and grad mode is on: autograd "
+        "cannot record a write made outside torch (torch itself refuses one into a leaf such "
+        "as a Parameter); write it under torch.no_grad(), as optimizer steps do"
     )

@@ -329,6 +329,25 @@ pub(crate) fn scale_in_place(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyRes
     Ok(())
 }
 
+/// [`scale_in_place`] with the door opened on another thread, while this one keeps the
+/// interpreter: refused (torch's rule is read on the attached thread), never a wait.
+#[pyfunction]
+pub(crate) fn scale_on_another_thread(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: as `scale_in_place`; this thread runs no Python code, and the
+                // one that holds the interpreter waits for it.
+                unsafe { x.assume_exclusive() }?;
+                x.view_mut()?.mapv_inplace(|v| v * factor);
+                Ok::<(), dlpack_core::Error>(())
+            })
+            .join()
+            .expect("the writing thread does not panic")
+    })?;
+    Ok(())
+}
+
 /// Writes `value` into the first element of a typed argument without vouching for it
 /// (no `assume_exclusive`): the mistake whose error must tell the extension's author
 /// the fix.

@@ -794,6 +794,10 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::exchange::to_object_then_write, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::scale_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::write_first_typed, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        crate::exchange::scale_on_another_thread,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(make_read_only, m)?)?;
     m.add_function(wrap_pyfunction!(make_float8, m)?)?;

@@ -33,7 +33,14 @@
 //!   that others view (`a.resize(..., refcheck=False)`, or a resize of the array's
 //!   `base` that owns the memory), `a.__setstate__(...)` (which unpickling calls, and
 //!   which gives an existing array new memory), or views made with `as_strided` that
-//!   leave the buffer (a `__dlpack__` export trusts the same struct).
+//!   leave the buffer (a `__dlpack__` export trusts the same struct). Torch frees or
+//!   moves a tensor's memory the same way, and does not refuse it under an export:
+//!   `t.resize_(...)`, `t.set_(...)`, `t.untyped_storage().resize_(0)`.
+//! - Python code can run inside a `#[pyfunction]` before its body: PyO3 extracts the
+//!   arguments in order, and a later argument's conversion may call the caller's code
+//!   (`__float__`, `__index__`, a mapping's `items`), which could resize an array
+//!   imported by an earlier one. Declare typed array arguments (`DLPackArray`,
+//!   `ManagedTensor`) after the others.
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
 //!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a

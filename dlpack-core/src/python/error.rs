@@ -46,7 +46,7 @@ impl From<Error> for PyErr {
             Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
             Error::NotExclusive => PyBufferError::new_err(message),
             // As torch raises it.
-            Error::RequiresGrad => PyRuntimeError::new_err(message),
+            Error::InPlaceRefused { .. } => PyRuntimeError::new_err(message),
             Error::NegativeExtent { .. }
             | Error::Overflow { .. }
             | Error::ShapeMismatch { .. }
@@ -80,19 +80,20 @@ pub(super) fn python_message(err: &Error) -> String {
             py_tuple(found)
         ),
         // The reader is the extension's author, testing from Python: the fix is in the
-        // extension, and no argument a caller passes (a copy is shared too) can satisfy it.
-        Error::NotExclusive => "shared tensor: this function writes in place into an array \
-                                its caller still holds; every array passed from Python is \
-                                shared, a copy too, so no argument fixes this: the \
-                                extension must return a new array, or call \
-                                assume_exclusive (Rust) on an array its caller hands over \
-                                to be written (dlpack_core::python docs, \"Writing into a \
-                                caller's array, in place\")"
+        // extension (passing a copy does not help: it is shared too).
+        Error::NotExclusive => "shared tensor: this function writes in place into memory \
+                                that something else still reaches (for an argument, the \
+                                caller's array; a copy passed from Python is shared too); \
+                                the fix is in the extension: return a new array, import a \
+                                copy (copy=True), or call assume_exclusive (Rust) on an \
+                                array its caller hands over to be written (dlpack_core::python \
+                                docs, \"Writing into a caller's array, in place\")"
             .to_owned(),
         Error::ReadOnly => "read-only tensor: this function writes in place, and the array \
-                            passed is read-only (a NumPy array with writeable=False, a \
-                            broadcast or otherwise read-only view); pass a writable array \
-                            (a.copy() for NumPy, t.clone() for PyTorch)"
+                            is read-only (a NumPy array with writeable=False, a broadcast or \
+                            other read-only view, a tensor its producer flagged read-only); \
+                            it needs a writable one (a.copy() for NumPy, t.clone() for \
+                            PyTorch)"
             .to_owned(),
         other => other.to_string().replace('`', "'"),
     }

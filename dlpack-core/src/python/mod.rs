@@ -93,11 +93,16 @@
 //! The contract ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by
 //! contract, though their legacy capsules cannot say so). Torch tensors follow torch's
 //! own rule for in-place operations, which `assume_exclusive` checks on the object the
-//! argument came from: a tensor that requires grad (a `Parameter`) is refused while
-//! grad mode is on (`RuntimeError`, as torch's own in-place operations raise) and
+//! argument came from: a tensor that requires grad (a `Parameter`, or a result computed
+//! from one) is refused while grad mode is on (`RuntimeError`, as torch's own in-place
+//! operations raise on a leaf; autograd cannot record a write made outside torch) and
 //! written under `torch.no_grad()`, where optimizer steps run; a written tensor's
 //! version counter is bumped, so autograd refuses a backward pass through a value saved
-//! before the write. Only the in-place path asks; reading never does. Torch's own
+//! before the write. Only the in-place path asks; reading never does. The rule is read
+//! on the thread of the call (grad mode is per thread), through torch's C entry points
+//! (no `__torch_function__`, no Python code that could free the memory): call
+//! `assume_exclusive` in the `#[pyfunction]` itself, before handing the array to other
+//! threads, where it is refused. Torch's own
 //! `__dlpack__` refuses a tensor that requires grad, its C exchange API (which imports
 //! use) does not: a shared view of one only reads.
 //!

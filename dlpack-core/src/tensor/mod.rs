@@ -267,8 +267,13 @@ impl ManagedTensor {
     /// of its storage). Safe: it only takes a permission away.
     #[must_use]
     pub fn into_shared(mut self) -> Self {
-        self.kind.0 |= Kind::SHARED;
+        self.mark_shared();
         self
+    }
+
+    /// [`into_shared`](Self::into_shared) in place.
+    pub(crate) fn mark_shared(&mut self) {
+        self.kind.0 |= Kind::SHARED;
     }
 
     /// Marks the tensor as coming from Python: its deleter may run Python code.
@@ -299,6 +304,11 @@ impl ManagedTensor {
     /// - while a mutable view borrowed from this tensor lives, nobody else reads or
     ///   writes the data (Python code holding the original array, other threads, other
     ///   imports of the same object);
+    /// - never a JAX array (immutable by contract), nor a torch tensor that autograd
+    ///   tracks (`requires_grad`, or a view of one) while grad mode is on: a write behind
+    ///   torch's back gives silently wrong gradients. (`DLPackArray::assume_exclusive`
+    ///   on a typed Python argument checks torch's rule itself; this door cannot, as it
+    ///   does not know where the tensor came from.)
     /// - while the tensor lives, nobody else writes it.
     pub unsafe fn assume_exclusive(&mut self) {
         self.kind.0 &= !Kind::SHARED;

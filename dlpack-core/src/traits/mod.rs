@@ -57,17 +57,22 @@ pub use select::{Expected, Selection};
 /// # Layouts: what consumers accept
 ///
 /// An owned array travels with its own strides, whatever they are, and NumPy takes
-/// every layout. PyTorch and JAX refuse negative strides (torch: "Storage size
-/// calculation overflowed with sizes=\[4\] and strides=\[-1\]"), so for them take a
-/// standard-layout copy when, and only when, the strides need it:
+/// every layout. PyTorch refuses negative strides (torch: "Storage size calculation
+/// overflowed with sizes=\[4\] and strides=\[-1\]"), so for torch take a
+/// standard-layout copy when, and only when, the strides need it; JAX takes compact
+/// layouts only (elements filling their memory in any axis order: not a slice, a step
+/// or a negative stride), so for JAX take `as_standard_layout()` unless the array is
+/// compact:
 ///
 #[cfg_attr(feature = "ndarray", doc = "```")]
 #[cfg_attr(not(feature = "ndarray"), doc = "```ignore")]
 /// use ndarray::{Array1, s};
 ///
 /// let a = Array1::<f32>::zeros(4).slice_move(s![..;-1]); // strides [-1]
+/// // For PyTorch:
 /// let a = if a.strides().iter().any(|&s| s < 0) { a.as_standard_layout().into_owned() } else { a };
 /// assert_eq!(a.strides(), [1]);
+/// // For JAX: a.as_standard_layout().into_owned()
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be exported through DLPack",

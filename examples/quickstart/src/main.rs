@@ -40,7 +40,8 @@ fn main() -> dlpack_core::Result<()> {
     assert_eq!(back.as_ptr(), buffer);
 
     // Any layout travels as it is, negative strides included: NumPy takes it; PyTorch
-    // and JAX refuse negative strides (`as_standard_layout().into_owned()` first).
+    // refuses negative strides, JAX any layout but a compact one
+    // (`as_standard_layout().into_owned()` first).
     let reversed = back.slice_move(s![..;-1, ..]);
     let t = reversed.to_dlpack()?;
     println!("reversed rows: strides {:?}", t.strides());

@@ -74,11 +74,11 @@ impl Refusal {
 // SAFETY:
 // - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
 // - `A: Element` is `Send`, and moving the wrapper moves no element;
-// - `origin` holds a `Py<PyAny>`, which is `Send`.
+// - `origin` is `Send` (a reference released on any thread).
 unsafe impl<A: Element, D: Dimension> Send for DLPackArray<A, D> {}
 // SAFETY:
 // - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
-// - `tensor` is `Sync`, and `origin` holds a `Py<PyAny>`, which is `Sync`.
+// - `tensor` is `Sync`, and so is `origin` (it lends its object to attached threads).
 unsafe impl<A: Element, D: Dimension> Sync for DLPackArray<A, D> {}
 
 impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
@@ -173,8 +173,9 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// # Errors
     ///
     /// [`Error::ReadOnly`] for a `READ_ONLY` tensor, [`Error::OverlappingStrides`] when
-    /// two indices share an element; the array is unchanged then (views stay
-    /// read-only).
+    /// two indices share an element, [`Error::InPlaceRefused`] when the producer's
+    /// rules refuse the write (below); the array is unchanged then (views stay
+    /// read-only, the tensor shared).
     ///
     /// # Safety
     ///
@@ -187,35 +188,53 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// - never a JAX array: JAX arrays are immutable by contract, and its legacy capsule
     ///   cannot say so (no `READ_ONLY` flag), so a write breaks every JAX computation
     ///   that shares the buffer;
+    /// - for an array that did not come from a Python argument (made with
+    ///   [`new`](Self::new), which applies no rule of torch's), never a torch tensor that
+    ///   autograd tracks (`requires_grad`, or a view of one) while grad mode is on:
+    ///   torch refuses its own in-place operations there, and a write behind its back
+    ///   gives silently wrong gradients;
     /// - while the array lives, nothing else writes the memory.
+    ///
+    /// Between the import and the write, no Python code may free or move the memory
+    /// either (torch's `resize_` or `set_`, NumPy's `resize(refcheck=False)`): see
+    /// the [import safety guide](crate::guide::import_safety). This function itself
+    /// runs none: torch's rule below is read through torch's own C entry points.
     ///
     /// # PyTorch's autograd
     ///
-    /// An array extracted from a Python argument (feature `pyo3`) follows torch's own
-    /// rule for in-place operations: a tensor that requires grad (a `Parameter`, or a
-    /// view of one) is refused with [`Error::RequiresGrad`] while grad mode is on, and
-    /// written under `torch.no_grad()`, where optimizer steps run. A torch tensor that
-    /// is written gets its version counter bumped, as torch's in-place operations do,
-    /// so a backward pass through a value saved before the write is torch's error,
-    /// never a wrong gradient. Torch's own refusals (an inference tensor outside
-    /// inference mode) are [`Error::Framework`]. Reading never asks: only this call does.
+    /// An array extracted from a Python argument (feature `pyo3`) follows torch's rule
+    /// for in-place operations, read from the object it came from, on this thread: a
+    /// tensor that requires grad (a `Parameter`, or a view of one) is refused while
+    /// grad mode is on (autograd cannot record a write made outside torch), and written
+    /// under `torch.no_grad()`, where optimizer steps run; an inference tensor is
+    /// written only in inference mode. A torch tensor that is written gets its version
+    /// counter bumped, as torch's in-place operations do, so a backward pass through a
+    /// value saved before the write is torch's error, not a wrong gradient. Grad mode
+    /// is per thread, so this call is refused on a thread not attached to the
+    /// interpreter: make it in the `#[pyfunction]`, before handing the array to other
+    /// threads. Reading never asks: only this call does.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
-        #[cfg(feature = "pyo3")]
-        if let (Some(origin), Views::Const(_, Refusal::NotExclusive)) = (&self.origin, &self.views)
-        {
-            origin.before_write().map_err(|refused| match refused {
-                crate::origin::Refused::RequiresGrad => Error::RequiresGrad,
-                crate::origin::Refused::Producer(message) => Error::Framework {
-                    framework: "torch",
-                    message,
-                },
-            })?;
-        }
         if let Views::Const(_, Refusal::NotExclusive) = &self.views {
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
             unsafe { self.tensor.assume_exclusive() };
-            let valid = self.tensor.validate::<A, D>(true)?;
-            self.views = Views::Mut(valid.into_raw_view_mut());
+            let checked = self
+                .tensor
+                .validate::<A, D>(true)
+                .map(|valid| valid.into_raw_view_mut());
+            // The producer's rule last, so that a write refused for the layout bumps no
+            // version counter.
+            #[cfg(feature = "pyo3")]
+            let checked = match (checked, &self.origin) {
+                (Ok(raw), Some(origin)) => origin.before_write().map(|()| raw),
+                (checked, _) => checked,
+            };
+            match checked {
+                Ok(raw) => self.views = Views::Mut(raw),
+                Err(err) => {
+                    self.tensor.mark_shared();
+                    return Err(err);
+                }
+            }
         }
         match &self.views {
             Views::Mut(..) => Ok(()),

@@ -484,6 +484,9 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
             ))
         })?;
         // One reference, nothing read: the in-place path asks it for torch's rule.
-        Ok(array.with_origin(crate::origin::Origin::new(&obj)))
+        Ok(match crate::origin::Origin::new(&obj) {
+            Some(origin) => array.with_origin(origin),
+            None => array,
+        })
     }
 }
