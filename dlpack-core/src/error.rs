@@ -214,8 +214,8 @@ pub enum Error {
     },
     /// An in-place write into an array imported from Python that its producer's rules
     /// refuse (`DLPackArray::assume_exclusive`, feature `pyo3`): a PyTorch tensor that
-    /// requires grad while grad mode is on, an inference tensor outside inference mode.
-    /// Python: `RuntimeError`, as torch raises.
+    /// requires grad, extracted while grad mode was on. Python: `RuntimeError`, as
+    /// torch raises.
     #[error("in-place write refused: {reason}")]
     InPlaceRefused {
         /// Why, and what to do instead.

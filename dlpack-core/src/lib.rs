@@ -121,8 +121,6 @@ mod interpreter;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
 mod layout;
 #[cfg(feature = "pyo3")]
-mod origin;
-#[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod python;
 mod tensor;

@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["ffi"],
     &["dtype", "device"],
     &["error"],
-    &["interpreter", "origin"],
+    &["interpreter"],
     &["layout"],
     &["tensor"],
     &["batch", "traits"],

@@ -21,7 +21,7 @@ assert isinstance(ext.eye(2), ext.Tensor)
 
 # In place, in NumPy's memory.
 v = np.ones(4, dtype=np.float32)
-ext.scale(v, 2.5)
+ext.scale(2.5, v)
 assert (v == 2.5).all()
 
 try:
@@ -50,18 +50,18 @@ if torch is not None:
     assert all(torch.equal(loaded[k], v) for k, v in net.state_dict().items())
     # In place, in PyTorch's memory.
     t = torch.ones(3)
-    ext.scale(t, 4.0)
+    ext.scale(4.0, t)
     assert t.tolist() == [4.0, 4.0, 4.0]
     # Into a parameter, torch's own rule: refused in grad mode, written under no_grad
     # (where optimizer steps run).
     p = torch.nn.Parameter(torch.ones(3))
     try:
-        ext.scale(p, 2.0)
+        ext.scale(2.0, p)
         raise AssertionError("a parameter was written in place in grad mode")
     except RuntimeError as e:
         assert "torch.no_grad()" in str(e)
     with torch.no_grad():
-        ext.scale(p, 2.0)
+        ext.scale(2.0, p)
     assert p.tolist() == [2.0, 2.0, 2.0]
 
 print("ok: NumPy" + (" and PyTorch" if torch is not None else ""))

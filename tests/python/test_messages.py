@@ -85,7 +85,7 @@ def _read_only():
 )
 def test_a_read_only_array_says_what_to_pass(ext, make):
     with pytest.raises(ValueError) as info:
-        ext.scale_in_place(make(), 2.0)
+        ext.scale_in_place(2.0, make())
     assert str(info.value) == (
         "read-only tensor: this function writes in place, and the array is read-only (a "
         "NumPy array with writeable=False, a broadcast or other read-only view, a tensor its "
@@ -156,7 +156,7 @@ def test_a_stream_out_of_range_says_so(ext):
 def test_a_parameter_written_in_grad_mode_is_refused_in_torchs_words(ext):
     w = torch.nn.Parameter(torch.ones(3))
     with pytest.raises(RuntimeError) as info:
-        ext.scale_in_place(w, 2.0)
+        ext.scale_in_place(2.0, w)
     assert str(info.value) == (
         "in-place write refused: the tensor requires grad and grad mode is on: autograd "
         "cannot record a write made outside torch (torch itself refuses one into a leaf such "

@@ -318,21 +318,21 @@ pub(crate) fn to_object_then_write(py: Python<'_>, address: usize, value: f64) -
 }
 
 /// Multiplies a float32 vector by `factor` in the caller's own memory: the in-place
-/// recipe of the `python` module's docs.
+/// recipe of the `python` module's docs (the array last, see its docs).
 #[pyfunction]
-pub(crate) fn scale_in_place(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
-    // SAFETY: this function runs no Python code and keeps the interpreter while the view
-    // lives; the tests pass NumPy arrays and torch tensors (whose autograd rule
-    // `assume_exclusive` applies), never JAX arrays.
+pub(crate) fn scale_in_place(factor: f32, mut x: DLPackArray<f32, Ix1>) -> PyResult<()> {
+    // SAFETY: no Python code runs from the array's extraction (the last argument) to the
+    // end of the write, and the interpreter is kept; the tests pass NumPy arrays and
+    // torch tensors (whose autograd rule `assume_exclusive` applies), never JAX arrays.
     unsafe { x.assume_exclusive() }?;
     x.view_mut()?.mapv_inplace(|v| v * factor);
     Ok(())
 }
 
-/// [`scale_in_place`] with the door opened on another thread, while this one keeps the
-/// interpreter: refused (torch's rule is read on the attached thread), never a wait.
+/// [`scale_in_place`] with the door opened and the write made on another thread, while
+/// this one keeps the interpreter and waits.
 #[pyfunction]
-pub(crate) fn scale_on_another_thread(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
+pub(crate) fn scale_on_another_thread(factor: f32, mut x: DLPackArray<f32, Ix1>) -> PyResult<()> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {

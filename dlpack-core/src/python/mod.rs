@@ -80,31 +80,31 @@
 //!
 //! /// Multiplies a float32 vector (NumPy, PyTorch, ...) by `factor`, in place.
 //! #[pyfunction]
-//! fn scale(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
-//!     // SAFETY: this function runs no Python code and keeps the interpreter while the
-//!     // view lives, and its callers pass NumPy arrays or torch tensors, never JAX
-//!     // arrays (torch's autograd rule is checked by `assume_exclusive` itself).
+//! fn scale(factor: f32, mut x: DLPackArray<f32, Ix1>) -> PyResult<()> {
+//!     // SAFETY: no Python code runs from the array's extraction (the last argument:
+//!     // see below) to the end of the write, and the interpreter is kept; the callers
+//!     // pass NumPy arrays or torch tensors, never JAX arrays (torch's autograd rule is
+//!     // applied by `assume_exclusive` itself).
 //!     unsafe { x.assume_exclusive() }?;
 //!     x.view_mut()?.mapv_inplace(|v| v * factor);
 //!     Ok(())
 //! }
 //! ```
 //!
-//! The contract ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by
-//! contract, though their legacy capsules cannot say so). Torch tensors follow torch's
-//! own rule for in-place operations, which `assume_exclusive` checks on the object the
-//! argument came from: a tensor that requires grad (a `Parameter`, or a result computed
-//! from one) is refused while grad mode is on (`RuntimeError`, as torch's own in-place
-//! operations raise on a leaf; autograd cannot record a write made outside torch) and
-//! written under `torch.no_grad()`, where optimizer steps run; a written tensor's
-//! version counter is bumped, so autograd refuses a backward pass through a value saved
-//! before the write. Only the in-place path asks; reading never does. The rule is read
-//! on the thread of the call (grad mode is per thread), through torch's C entry points
-//! (no `__torch_function__`, no Python code that could free the memory): call
-//! `assume_exclusive` in the `#[pyfunction]` itself, before handing the array to other
-//! threads, where it is refused. Torch's own
-//! `__dlpack__` refuses a tensor that requires grad, its C exchange API (which imports
-//! use) does not: a shared view of one only reads.
+//! The array is the last argument: PyO3 converts arguments in order, and a later
+//! argument's conversion may run the caller's code (`__float__`, `__index__`), which
+//! could resize the array after its import. The contract
+//! ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by contract,
+//! though their legacy capsules cannot say so). Torch tensors follow torch's rule for
+//! in-place operations, read when the argument is extracted (before its import, on the
+//! caller's thread: grad mode is per thread): a tensor that requires grad (a
+//! `Parameter`, a view of one, a result computed from one) is refused while grad mode
+//! is on (`RuntimeError`, as torch's own in-place operations raise on a leaf; autograd
+//! cannot record a write made outside torch) and written under `torch.no_grad()`, where
+//! optimizer steps run. The write does not bump torch's version counter: do not write a
+//! tensor that a pending backward pass saved. Torch's own `__dlpack__` refuses a tensor
+//! that requires grad, its C exchange API (which imports use) does not: reading one is
+//! never refused.
 //!
 //! # The DLPack C exchange API
 //!

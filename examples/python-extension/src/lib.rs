@@ -85,12 +85,15 @@ mod dlpack_example {
         Ok(Checkpoint::open(path)?.read_where(|_| true)?)
     }
 
-    /// Multiplies a float32 vector by `factor`, in place, in the caller's own memory.
+    /// Multiplies a float32 vector by `factor`, in place, in the caller's own memory. The
+    /// array is the last argument: no conversion of the caller's (`__float__`...) runs
+    /// between its import and the write.
     #[pyfunction]
-    fn scale(mut x: DLPackArray<f32, Ix1>, factor: f32) -> PyResult<()> {
-        // SAFETY: this function runs no Python code and keeps the interpreter while the
-        // view lives; its callers (example.py) pass NumPy arrays and torch tensors, never
-        // JAX arrays (`assume_exclusive` applies torch's autograd rule itself).
+    fn scale(factor: f32, mut x: DLPackArray<f32, Ix1>) -> PyResult<()> {
+        // SAFETY: no Python code runs from the array's extraction (the last argument) to
+        // the end of the write, and the interpreter is kept; its callers (example.py)
+        // pass NumPy arrays and torch tensors (torch's autograd rule is applied by
+        // `assume_exclusive`), never JAX arrays.
         unsafe { x.assume_exclusive() }?;
         x.view_mut()?.mapv_inplace(|v| v * factor);
         Ok(())

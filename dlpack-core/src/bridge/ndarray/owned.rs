@@ -30,10 +30,10 @@ use super::convert::{copy_standard, reclaim};
 pub struct DLPackArray<A, D> {
     views: Views<A, D>,
     tensor: ManagedTensor,
-    /// The Python object a typed argument came from, for its producer's rules on the
-    /// in-place path ([`assume_exclusive`](Self::assume_exclusive)); `None` otherwise.
-    #[cfg(feature = "pyo3")]
-    origin: Option<crate::origin::Origin>,
+    /// Why the producer's own rules refuse an in-place write (PyTorch's autograd),
+    /// read when a typed Python argument is extracted; `None` otherwise. Asked only by
+    /// [`assume_exclusive`](Self::assume_exclusive).
+    refused_write: Option<&'static str>,
 }
 
 /// The validated views: mutable when the tensor allows it, else read-only with the
@@ -73,12 +73,11 @@ impl Refusal {
 
 // SAFETY:
 // - `raw` is a pointer into the memory owned by `tensor`, which is `Send`;
-// - `A: Element` is `Send`, and moving the wrapper moves no element;
-// - `origin` is `Send` (a reference released on any thread).
+// - `A: Element` is `Send`, and moving the wrapper moves no element.
 unsafe impl<A: Element, D: Dimension> Send for DLPackArray<A, D> {}
 // SAFETY:
 // - `&DLPackArray` only creates read-only views (`A: Sync`); mutation needs `&mut`;
-// - `tensor` is `Sync`, and so is `origin` (it lends its object to attached threads).
+// - `tensor` is `Sync`.
 unsafe impl<A: Element, D: Dimension> Sync for DLPackArray<A, D> {}
 
 impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
@@ -121,16 +120,15 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
         Ok(Self {
             views,
             tensor,
-            #[cfg(feature = "pyo3")]
-            origin: None,
+            refused_write: None,
         })
     }
 
-    /// Keeps the Python object the tensor was imported from (see
+    /// Records why the producer refuses in-place writes (see
     /// [`assume_exclusive`](Self::assume_exclusive)).
     #[cfg(feature = "pyo3")]
-    pub(crate) fn with_origin(mut self, origin: crate::origin::Origin) -> Self {
-        self.origin = Some(origin);
+    pub(crate) fn refusing_writes(mut self, reason: Option<&'static str>) -> Self {
+        self.refused_write = reason;
         self
     }
 
@@ -173,9 +171,9 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// # Errors
     ///
     /// [`Error::ReadOnly`] for a `READ_ONLY` tensor, [`Error::OverlappingStrides`] when
-    /// two indices share an element, [`Error::InPlaceRefused`] when the producer's
-    /// rules refuse the write (below); the array is unchanged then (views stay
-    /// read-only, the tensor shared).
+    /// two indices share an element, [`Error::InPlaceRefused`] when torch's rule
+    /// refuses the write (below); the array is unchanged then (views stay read-only,
+    /// the tensor shared).
     ///
     /// # Safety
     ///
@@ -196,41 +194,33 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// - while the array lives, nothing else writes the memory.
     ///
     /// Between the import and the write, no Python code may free or move the memory
-    /// either (torch's `resize_` or `set_`, NumPy's `resize(refcheck=False)`): see
-    /// the [import safety guide](crate::guide::import_safety). This function itself
-    /// runs none: torch's rule below is read through torch's own C entry points.
+    /// either (torch's `resize_` or `set_`, NumPy's `resize(refcheck=False)`): see the
+    /// [import safety guide](crate::guide::import_safety). This function runs none: it
+    /// reads two flags.
     ///
     /// # PyTorch's autograd
     ///
     /// An array extracted from a Python argument (feature `pyo3`) follows torch's rule
-    /// for in-place operations, read from the object it came from, on this thread: a
-    /// tensor that requires grad (a `Parameter`, or a view of one) is refused while
-    /// grad mode is on (autograd cannot record a write made outside torch), and written
-    /// under `torch.no_grad()`, where optimizer steps run; an inference tensor is
-    /// written only in inference mode. A torch tensor that is written gets its version
-    /// counter bumped, as torch's in-place operations do, so a backward pass through a
-    /// value saved before the write is torch's error, not a wrong gradient. Grad mode
-    /// is per thread, so this call is refused on a thread not attached to the
-    /// interpreter: make it in the `#[pyfunction]`, before handing the array to other
-    /// threads. Reading never asks: only this call does.
+    /// for in-place operations, read when the argument was extracted (before the
+    /// import, so that the Python code of that read cannot touch imported memory): a
+    /// tensor that requires grad (a `Parameter`, a view of one, a result computed from
+    /// one) is refused with [`Error::InPlaceRefused`] if grad mode was on (autograd
+    /// cannot record a write made outside torch), and written if the call runs under
+    /// `torch.no_grad()`, where optimizer steps run. The write does not bump torch's
+    /// version counter: do not write a tensor that a pending backward pass saved.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
         if let Views::Const(_, Refusal::NotExclusive) = &self.views {
+            if let Some(reason) = self.refused_write {
+                return Err(Error::InPlaceRefused {
+                    reason: reason.to_owned(),
+                });
+            }
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.
             unsafe { self.tensor.assume_exclusive() };
-            let checked = self
-                .tensor
-                .validate::<A, D>(true)
-                .map(|valid| valid.into_raw_view_mut());
-            // The producer's rule last, so that a write refused for the layout bumps no
-            // version counter.
-            #[cfg(feature = "pyo3")]
-            let checked = match (checked, &self.origin) {
-                (Ok(raw), Some(origin)) => origin.before_write().map(|()| raw),
-                (checked, _) => checked,
-            };
-            match checked {
-                Ok(raw) => self.views = Views::Mut(raw),
+            match self.tensor.validate::<A, D>(true) {
+                Ok(valid) => self.views = Views::Mut(valid.into_raw_view_mut()),
                 Err(err) => {
+                    // Unchanged: still shared.
                     self.tensor.mark_shared();
                     return Err(err);
                 }

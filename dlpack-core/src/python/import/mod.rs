@@ -3,6 +3,7 @@
 
 mod c_api;
 mod numpy;
+mod torch;
 
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
@@ -458,6 +459,8 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// array is shared (read-only views), as every import from Python; its in-place
     /// door, [`DLPackArray::assume_exclusive`], follows torch's autograd rule.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        // Before the import: whatever Python code this runs cannot touch its memory.
+        let refused_write = torch::write_refusal(&obj)?;
         let array = DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
             let found = format!(
                 "{} with shape {} on {}",
@@ -483,10 +486,6 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 python_message(&err)
             ))
         })?;
-        // One reference, nothing read: the in-place path asks it for torch's rule.
-        Ok(match crate::origin::Origin::new(&obj) {
-            Some(origin) => array.with_origin(origin),
-            None => array,
-        })
+        Ok(array.refusing_writes(refused_write))
     }
 }
