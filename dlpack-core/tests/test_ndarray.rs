@@ -772,6 +772,8 @@ fn dlpack_array_assume_exclusive_then_views() {
     let refused = unsafe { a.assume_exclusive() }.unwrap_err();
     assert_eq!(refused, Error::OverlappingStrides);
     assert_eq!(a.view_mut().unwrap_err(), Error::NotExclusive);
+    // Unchanged: the tensor is still shared.
+    assert!(!a.tensor().is_exclusive());
     assert_eq!(a.view().sum(), 12.0);
     let o = a.into_owned().unwrap();
     assert_eq!(o.sum(), 12.0);

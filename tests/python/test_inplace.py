@@ -153,3 +153,31 @@ def test_the_rule_travels_with_the_array_to_other_threads(ext):
     with torch.no_grad():
         ext.scale_on_another_thread(2.0, w)
     assert w.detach().tolist() == [2.0] * 3
+
+
+def test_a_subclass_cannot_hide_that_it_requires_grad(ext):
+    class Hiding(torch.Tensor):
+        requires_grad = property(lambda self: False)
+
+    t = torch.ones(3).as_subclass(Hiding)
+    torch.Tensor.requires_grad_(t, True)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(2.0, t)
+    assert torch.Tensor.tolist(t) == [1.0] * 3
+
+
+def test_a_subclass_whose_torch_function_refuses_is_still_read(ext):
+    class Narrow(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise TypeError(f"Narrow does not handle {func}")
+
+    with torch._C.DisableTorchFunction():
+        t = torch.ones(2, 5).as_subclass(Narrow)
+    # Reading is never refused for the write rule's sake...
+    assert ext.sum_f32_2d(t) == 10.0
+    # ... and a write whose rule cannot be read is refused.
+    with torch._C.DisableTorchFunction():
+        v = torch.ones(3).as_subclass(Narrow)
+    with pytest.raises(RuntimeError, match="could not say whether the tensor requires grad"):
+        ext.scale_in_place(2.0, v)

@@ -40,8 +40,9 @@ def test_tensor_names_must_be_str(ext):
 SHARED = (
     "shared tensor: this function writes in place into memory that something else still "
     "reaches (for an argument, the caller's array; a copy passed from Python is shared "
-    "too); the fix is in the extension: return a new array, import a copy (copy=True), or "
-    "call assume_exclusive (Rust) on an array its caller hands over to be written "
+    "too); the fix is in the extension: return a new array, import a copy (copy=True for "
+    "NumPy; PyTorch does not flag its copies, so copy in Rust), or call assume_exclusive "
+    "(Rust) on an array its caller hands over to be written "
     '(dlpack_core::python docs, "Writing into a caller\'s array, in place")'
 )
 
@@ -153,7 +154,7 @@ def test_a_stream_out_of_range_says_so(ext):
     )
 
 
-def test_a_parameter_written_in_grad_mode_is_refused_in_torchs_words(ext):
+def test_a_parameter_written_in_grad_mode_is_refused_with_torchs_reason(ext):
     w = torch.nn.Parameter(torch.ones(3))
     with pytest.raises(RuntimeError) as info:
         ext.scale_in_place(2.0, w)

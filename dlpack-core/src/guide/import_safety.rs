@@ -38,9 +38,11 @@
 //!   `t.resize_(...)`, `t.set_(...)`, `t.untyped_storage().resize_(0)`.
 //! - Python code can run inside a `#[pyfunction]` before its body: PyO3 extracts the
 //!   arguments in order, and a later argument's conversion may call the caller's code
-//!   (`__float__`, `__index__`, a mapping's `items`), which could resize an array
-//!   imported by an earlier one. Declare typed array arguments (`DLPackArray`,
-//!   `ManagedTensor`) after the others.
+//!   (`__float__`, `__index__`, a mapping's `items`), and the extraction of a typed
+//!   array runs Python code too (`__dlpack__`, torch's `requires_grad`): any of it
+//!   could resize an array imported by an earlier argument. Make the array a function
+//!   writes (or reads while others convert) its last argument, with no typed array
+//!   argument after it.
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
 //!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a

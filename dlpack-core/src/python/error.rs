@@ -85,7 +85,8 @@ pub(super) fn python_message(err: &Error) -> String {
                                 that something else still reaches (for an argument, the \
                                 caller's array; a copy passed from Python is shared too); \
                                 the fix is in the extension: return a new array, import a \
-                                copy (copy=True), or call assume_exclusive (Rust) on an \
+                                copy (copy=True for NumPy; PyTorch does not flag its \
+                                copies, so copy in Rust), or call assume_exclusive (Rust) on an \
                                 array its caller hands over to be written (dlpack_core::python \
                                 docs, \"Writing into a caller's array, in place\")"
             .to_owned(),

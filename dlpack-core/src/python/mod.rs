@@ -91,20 +91,22 @@
 //! }
 //! ```
 //!
-//! The array is the last argument: PyO3 converts arguments in order, and a later
-//! argument's conversion may run the caller's code (`__float__`, `__index__`), which
-//! could resize the array after its import. The contract
+//! The array is the last argument, with no typed array after it: PyO3 converts
+//! arguments in order, and a later argument's conversion may run Python code (the
+//! caller's `__float__`, a typed array's `__dlpack__`), which could resize the array
+//! after its import. The contract
 //! ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by contract,
 //! though their legacy capsules cannot say so). Torch tensors follow torch's rule for
-//! in-place operations, read when the argument is extracted (before its import, on the
-//! caller's thread: grad mode is per thread): a tensor that requires grad (a
+//! in-place operations (its requires-grad rule), read when the argument is extracted
+//! (before its import, on the caller's thread: grad mode is per thread): a tensor that
+//! requires grad (a
 //! `Parameter`, a view of one, a result computed from one) is refused while grad mode
 //! is on (`RuntimeError`, as torch's own in-place operations raise on a leaf; autograd
 //! cannot record a write made outside torch) and written under `torch.no_grad()`, where
 //! optimizer steps run. The write does not bump torch's version counter: do not write a
 //! tensor that a pending backward pass saved. Torch's own `__dlpack__` refuses a tensor
 //! that requires grad, its C exchange API (which imports use) does not: reading one is
-//! never refused.
+//! never refused (a flag that cannot be read refuses the write, not the read).
 //!
 //! # The DLPack C exchange API
 //!

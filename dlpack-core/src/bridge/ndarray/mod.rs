@@ -14,3 +14,5 @@ mod view;
 #[cfg(feature = "pyo3")]
 pub(crate) use convert::copy_standard;
 pub use owned::DLPackArray;
+#[cfg(feature = "pyo3")]
+pub(crate) use owned::TorchRefusal;

@@ -33,7 +33,34 @@ pub struct DLPackArray<A, D> {
     /// Why the producer's own rules refuse an in-place write (PyTorch's autograd),
     /// read when a typed Python argument is extracted; `None` otherwise. Asked only by
     /// [`assume_exclusive`](Self::assume_exclusive).
-    refused_write: Option<&'static str>,
+    refused_write: Option<TorchRefusal>,
+}
+
+/// Why torch refuses an in-place write into a typed argument (one byte, kept by every
+/// typed argument).
+#[cfg_attr(not(feature = "pyo3"), allow(dead_code))]
+#[derive(Clone, Copy)]
+pub(crate) enum TorchRefusal {
+    /// It requires grad, and grad mode was on.
+    RequiresGrad,
+    /// Its `requires_grad` could not be read.
+    Unreadable,
+}
+
+impl TorchRefusal {
+    fn reason(self) -> &'static str {
+        match self {
+            Self::RequiresGrad => {
+                "the tensor requires grad and grad mode is on: autograd cannot record a \
+                 write made outside torch (torch itself refuses one into a leaf such as a \
+                 Parameter); write it under torch.no_grad(), as optimizer steps do"
+            }
+            Self::Unreadable => {
+                "torch could not say whether the tensor requires grad (its requires_grad \
+                 raised): it is not written in place"
+            }
+        }
+    }
 }
 
 /// The validated views: mutable when the tensor allows it, else read-only with the
@@ -127,7 +154,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// Records why the producer refuses in-place writes (see
     /// [`assume_exclusive`](Self::assume_exclusive)).
     #[cfg(feature = "pyo3")]
-    pub(crate) fn refusing_writes(mut self, reason: Option<&'static str>) -> Self {
+    pub(crate) fn refusing_writes(mut self, reason: Option<TorchRefusal>) -> Self {
         self.refused_write = reason;
         self
     }
@@ -186,11 +213,12 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// - never a JAX array: JAX arrays are immutable by contract, and its legacy capsule
     ///   cannot say so (no `READ_ONLY` flag), so a write breaks every JAX computation
     ///   that shares the buffer;
-    /// - for an array that did not come from a Python argument (made with
-    ///   [`new`](Self::new), which applies no rule of torch's), never a torch tensor that
-    ///   autograd tracks (`requires_grad`, or a view of one) while grad mode is on:
-    ///   torch refuses its own in-place operations there, and a write behind its back
-    ///   gives silently wrong gradients;
+    /// - never the memory of a torch tensor that autograd tracks (`requires_grad`, or a
+    ///   view of one) while grad mode is on, unless the array came from a Python
+    ///   argument that is itself that torch tensor (whose rule is checked, below): torch
+    ///   refuses its own in-place operations there, and a write behind its back gives
+    ///   silently wrong gradients (an array made with [`new`](Self::new), or from
+    ///   `t.detach().numpy()` or a wrapper's `__dlpack__`, is not checked);
     /// - while the array lives, nothing else writes the memory.
     ///
     /// Between the import and the write, no Python code may free or move the memory
@@ -200,19 +228,22 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     ///
     /// # PyTorch's autograd
     ///
-    /// An array extracted from a Python argument (feature `pyo3`) follows torch's rule
-    /// for in-place operations, read when the argument was extracted (before the
-    /// import, so that the Python code of that read cannot touch imported memory): a
-    /// tensor that requires grad (a `Parameter`, a view of one, a result computed from
-    /// one) is refused with [`Error::InPlaceRefused`] if grad mode was on (autograd
-    /// cannot record a write made outside torch), and written if the call runs under
-    /// `torch.no_grad()`, where optimizer steps run. The write does not bump torch's
-    /// version counter: do not write a tensor that a pending backward pass saved.
+    /// An array extracted from a Python argument that is a torch tensor (feature `pyo3`)
+    /// follows torch's requires-grad rule for in-place operations, read when the
+    /// argument was extracted (before its import, so that the Python code of that read
+    /// cannot touch imported memory): a tensor that requires grad (a `Parameter`, a
+    /// view of one, a result computed from one) is refused with
+    /// [`Error::InPlaceRefused`] if grad mode was on (autograd cannot record a write
+    /// made outside torch), and written if the call runs under `torch.no_grad()`, where
+    /// optimizer steps run; a tensor whose flag cannot be read is refused. Only that
+    /// rule: the write does not bump torch's version counter (do not write a tensor
+    /// that a pending backward pass saved), and an inference tensor is written outside
+    /// inference mode too.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
         if let Views::Const(_, Refusal::NotExclusive) = &self.views {
-            if let Some(reason) = self.refused_write {
+            if let Some(refusal) = self.refused_write {
                 return Err(Error::InPlaceRefused {
-                    reason: reason.to_owned(),
+                    reason: refusal.reason().to_owned(),
                 });
             }
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.

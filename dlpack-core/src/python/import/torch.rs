@@ -10,15 +10,16 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 
-/// Why a tensor that requires grad is not written while grad mode is on.
-const REQUIRES_GRAD: &str = "the tensor requires grad and grad mode is on: autograd cannot \
-                             record a write made outside torch (torch itself refuses one \
-                             into a leaf such as a Parameter); write it under \
-                             torch.no_grad(), as optimizer steps do";
+use crate::bridge::ndarray::TorchRefusal;
 
 /// What the rule needs of torch, found once torch has loaded.
 struct Torch {
     tensor_base: Py<PyType>,
+    /// `torch.Tensor` and `torch.nn.Parameter`, whose `requires_grad` is torch's own.
+    plain: [Py<PyType>; 2],
+    /// `TensorBase`'s own `requires_grad` descriptor: the flag, past a subclass's
+    /// attribute of that name.
+    requires_grad: Py<PyAny>,
     is_grad_enabled: Py<PyAny>,
 }
 
@@ -48,34 +49,72 @@ fn torch(py: Python<'_>) -> Option<&'static Torch> {
         .ok()?
         .cast_into::<PyType>()
         .ok()?;
+    // Only torch's own class (a stand-in module registered under that name is not
+    // cached).
+    if tensor_base.module().ok()?.to_str().ok()? != "torch._C" {
+        return None;
+    }
+    let torch = modules.get_item(intern!(py, "torch")).ok()??;
+    let tensor = torch
+        .getattr(intern!(py, "Tensor"))
+        .ok()?
+        .cast_into::<PyType>()
+        .ok()?;
+    let parameter = torch
+        .getattr(intern!(py, "nn"))
+        .and_then(|nn| nn.getattr(intern!(py, "Parameter")))
+        .ok()?
+        .cast_into::<PyType>()
+        .ok()?;
+    let requires_grad = tensor_base
+        .getattr(intern!(py, "__dict__"))
+        .and_then(|dict| dict.get_item(intern!(py, "requires_grad")))
+        .ok()?;
     let is_grad_enabled = c.getattr(intern!(py, "is_grad_enabled")).ok()?;
     Some(TORCH.get_or_init(py, || Torch {
         tensor_base: tensor_base.unbind(),
+        plain: [tensor.unbind(), parameter.unbind()],
+        requires_grad: requires_grad.unbind(),
         is_grad_enabled: is_grad_enabled.unbind(),
     }))
 }
 
 /// Why torch refuses an in-place write into `obj`, if it is a torch tensor: it
-/// requires grad (torch's own answer, a subclass's `__torch_function__` included) and
-/// grad mode is on. One type check for anything else.
-pub(super) fn write_refusal(obj: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+/// requires grad and grad mode is on. The flag is torch's own (`TensorBase`'s
+/// descriptor, past a subclass's attribute of that name); a read that raises (a
+/// subclass's `__torch_function__` that handles only some functions) refuses the write
+/// rather than the read. One type check for anything else.
+pub(super) fn write_refusal(obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
     let py = obj.py();
     let Some(torch) = torch(py) else {
         return Ok(None);
     };
     // SAFETY:
-    // - both pointers are live type objects: `obj`'s type (kept alive by `obj`) and
-    //   torch's tensor base class (held by the static);
+    // - both pointers are live type objects: `obj`'s type (kept alive by `obj`, whose
+    //   type only an attached thread can change) and torch's tensor base class (held
+    //   by the static);
     // - the thread is attached (`py`); `PyType_IsSubtype` reads the MRO and runs no code.
     let is_tensor = unsafe {
         ffi::PyType_IsSubtype(obj.get_type_ptr(), torch.tensor_base.bind(py).as_type_ptr())
     } != 0;
-    if !is_tensor || !obj.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+    if !is_tensor {
         return Ok(None);
     }
-    if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? {
-        Ok(Some(REQUIRES_GRAD))
+    let ty = obj.get_type();
+    let requires_grad = if torch.plain.iter().any(|plain| ty.is(plain.bind(py))) {
+        obj.getattr(intern!(py, "requires_grad"))
     } else {
-        Ok(None)
+        torch
+            .requires_grad
+            .bind(py)
+            .call_method1(intern!(py, "__get__"), (obj,))
+    };
+    match requires_grad.and_then(|flag| flag.is_truthy()) {
+        Ok(false) => Ok(None),
+        Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
+            Ok(Some(TorchRefusal::RequiresGrad))
+        }
+        Ok(true) => Ok(None),
+        Err(_) => Ok(Some(TorchRefusal::Unreadable)),
     }
 }
