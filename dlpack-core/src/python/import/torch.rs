@@ -51,7 +51,7 @@ fn torch(py: Python<'_>) -> Option<&'static Torch> {
         .ok()?;
     // Only torch's own class (a stand-in module registered under that name is not
     // cached).
-    if tensor_base.module().ok()?.to_str().ok()? != "torch._C" {
+    if tensor_base.module().ok()?.to_cow().ok()? != "torch._C" {
         return None;
     }
     let torch = modules.get_item(intern!(py, "torch")).ok()??;
