@@ -2,13 +2,16 @@
 //! guarantees.
 
 pub use core::default::Default;
-pub use core::option::Option::Some;
+pub use core::option::Option::{self, None, Some};
 pub use core::result::Result::{Err, Ok};
 pub use std::string::String;
 
 pub use crate::batch::TensorBatch;
 pub use crate::error::Result;
-pub use crate::traits::{FromDLPack, LoadReport, Problems, Selection, ToDLPack, join_name};
+pub use crate::traits::{
+    Found, FromDLPack, LoadReport, Problems, Selection, TensorField, TensorFields, ToDLPack,
+    join_name, push_segment, split_path,
+};
 
 #[cfg(feature = "half")]
 pub use half;

@@ -131,7 +131,9 @@ pub use device::Device;
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result};
 pub use tensor::{ByteSpan, ManagedTensor, ReadOnlyLegacyError};
-pub use traits::{Expected, FromDLPack, LoadReport, Selection, ToDLPack};
+pub use traits::{
+    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFields, ToDLPack,
+};
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
@@ -178,6 +180,62 @@ pub use dlpack_derive::ToDLPack;
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_derive::FromDLPack;
+
+/// A Rust model as a Python object: put `#[pymodel]` above the `#[pymethods]` block of
+/// a `#[pyclass]` struct that derives [`ToDLPack`](derive@ToDLPack) and
+/// [`FromDLPack`](derive@FromDLPack), and keeps its arrays as ndarray `ArcArray`s.
+///
+/// The class then has, beside the block's own methods:
+///
+/// - every tensor as an attribute, nested structs, `Vec` items and map entries included
+///   (`m.fc1.weight`, `m.layers[3].attn.q.weight`): a [`Tensor`](python::Tensor) that
+///   NumPy, PyTorch and JAX import without a copy, sharing the field's memory and
+///   keeping it alive; a group of tensors (`m.fc1`, `m.layers`) is a
+///   [`ModelView`](python::ModelView);
+/// - setters, `m.fc1.weight = t`, for any DLPack producer's tensor of the field's dtype,
+///   rank and shape: without a copy when `t` is another field's tensor (tied weights),
+///   with one copy otherwise (the field must own its buffer, and a foreign producer's
+///   memory is the producer's);
+/// - `state_dict(prefix="")` and `load_state_dict(state_dict, strict=True)`, as PyTorch's
+///   `Module` has them;
+/// - `__repr__` (every tensor with its dtype and shape) and `__dir__`.
+///
+/// A method the block defines itself (a `__repr__` of your own) is kept. The functions
+/// behind these methods, and the rule that says who writes the memory when, are in
+/// [`python::model`]. `#[pymodel(crate = "path")]` names `dlpack_core` elsewhere; the
+/// generated methods name PyO3 as `::pyo3`.
+///
+/// ```ignore
+/// use dlpack_core::{FromDLPack, ToDLPack, pymodel};
+/// use ndarray::{ArcArray1, ArcArray2};
+/// use pyo3::prelude::*;
+///
+/// #[derive(ToDLPack, FromDLPack)]
+/// struct Linear {
+///     weight: ArcArray2<f32>,
+///     bias: ArcArray1<f32>,
+/// }
+///
+/// #[pyclass]
+/// #[derive(ToDLPack, FromDLPack)]
+/// struct Mlp {
+///     fc1: Linear,
+///     fc2: Linear,
+/// }
+///
+/// #[pymodel]
+/// #[pymethods]
+/// impl Mlp {
+///     /// `Mlp.load(path)`: a checkpoint, with only the tensors `Mlp` takes read.
+///     #[staticmethod]
+///     fn load(path: std::path::PathBuf) -> PyResult<Self> {
+///         Ok(dlpack_core::safetensors::Checkpoint::open(path)?.load::<Self>()?)
+///     }
+/// }
+/// ```
+#[cfg(all(feature = "derive", feature = "pyo3"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "derive", feature = "pyo3"))))]
+pub use dlpack_derive::pymodel;
 
 #[doc(hidden)]
 pub mod __private;

@@ -1,4 +1,5 @@
-//! `#[derive(ToDLPack, FromDLPack)]`; use it through `dlpack-core`'s `derive` feature.
+//! `#[derive(ToDLPack, FromDLPack)]` and `#[pymodel]`; use them through `dlpack-core`'s
+//! `derive` feature (and `pyo3` for `#[pymodel]`).
 //!
 //! The pipeline: `ast` borrows the input and reads its `#[dlpack(...)]` attributes
 //! (`attr`), `valid` checks them against each other, then `to_dlpack` and `from_dlpack`
@@ -13,6 +14,7 @@ mod bound;
 mod ctxt;
 mod dummy;
 mod from_dlpack;
+mod pymodel;
 mod to_dlpack;
 mod valid;
 
@@ -36,6 +38,14 @@ pub fn derive_to_dlpack(input: TokenStream) -> TokenStream {
 pub fn derive_from_dlpack(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     from_dlpack::derive(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// `#[pymodel]` on the `#[pymethods]` block of a model class: see `dlpack_core::pymodel`.
+#[proc_macro_attribute]
+pub fn pymodel(args: TokenStream, input: TokenStream) -> TokenStream {
+    pymodel::expand(args.into(), input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -4,10 +4,10 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::DeriveInput;
 use syn::spanned::Spanned as _;
+use syn::{DeriveInput, parse_quote};
 
-use crate::ast::{Derive, Input};
+use crate::ast::{Derive, Field, Input};
 use crate::{bound, dummy};
 
 /// Expands `#[derive(ToDLPack)]` on `node`.
@@ -58,5 +58,156 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
         }
     };
-    dummy::wrap_in_const(input.attrs.crate_path.as_ref(), code)
+    let fields = tensor_fields(input);
+    dummy::wrap_in_const(
+        input.attrs.crate_path.as_ref(),
+        quote! {
+            #code
+            #fields
+        },
+    )
+}
+
+/// `TensorFields<__M>` for the struct: its exchanged fields by reference, by name (a
+/// model shared with Python). Generic over `__M` so that its bounds (every field type
+/// implements it) are never trivially false: where they do not hold, the impl does not
+/// apply, and the struct still compiles. Skipped fields and fields exchanged through a
+/// `with` module are left out.
+fn tensor_fields(input: &Input<'_>) -> TokenStream {
+    let private = dummy::private();
+    let ident = input.ident;
+    let (_, ty_generics, _) = input.generics.split_for_impl();
+    let mut generics = input.generics.clone();
+    generics
+        .params
+        .push(parse_quote!(__M: ?::core::marker::Sized));
+    let fields: Vec<_> = input
+        .fields
+        .iter()
+        .filter(|field| !field.is_skipped() && field.with().is_none())
+        .collect();
+    {
+        let where_clause = generics.make_where_clause();
+        for field in &fields {
+            let ty = field.ty;
+            where_clause
+                .predicates
+                .push(parse_quote!(#ty: #private::TensorFields<__M>));
+        }
+    }
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    let visits = fields.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        if field.is_flattened() {
+            quote! {
+                <#ty as #private::TensorFields<__M>>::visit_tensors(&self.#member, __name, __visit);
+            }
+        } else {
+            let name = field.name();
+            quote! {
+                let __len = #private::push_segment(__name, #name);
+                <#ty as #private::TensorFields<__M>>::visit_tensors(&self.#member, __name, __visit);
+                __name.truncate(__len);
+            }
+        }
+    });
+    let (named, flattened): (Vec<&Field<'_>>, Vec<&Field<'_>>) =
+        fields.iter().copied().partition(|f| !f.is_flattened());
+    let find_arms = named.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        let name = field.name();
+        quote! {
+            #name => return <#ty as #private::TensorFields<__M>>::find_tensor(&self.#member, __rest),
+        }
+    });
+    let find_flat = flattened.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        quote! {
+            match <#ty as #private::TensorFields<__M>>::find_tensor(&self.#member, __path) {
+                #private::Found::Nothing => {}
+                __found => return __found,
+            }
+        }
+    });
+    let find_mut_arms = named.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        let name = field.name();
+        quote! {
+            #name => return <#ty as #private::TensorFields<__M>>::find_tensor_mut(&mut self.#member, __rest),
+        }
+    });
+    let find_mut_flat = flattened.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        quote! {
+            if let #private::Some(__found) =
+                <#ty as #private::TensorFields<__M>>::find_tensor_mut(&mut self.#member, __path)
+            {
+                return #private::Some(__found);
+            }
+        }
+    });
+    let (visit_args, find_args, find_mut_args) = if fields.is_empty() {
+        (
+            quote!(_: &mut #private::String, _: &mut dyn ::core::ops::FnMut(&str, &dyn #private::TensorField)),
+            quote!(__path: &str),
+            quote!(_: &str),
+        )
+    } else {
+        (
+            quote!(__name: &mut #private::String, __visit: &mut dyn ::core::ops::FnMut(&str, &dyn #private::TensorField)),
+            quote!(__path: &str),
+            quote!(__path: &str),
+        )
+    };
+    let split = if named.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            let (__head, __rest) = #private::split_path(__path);
+            match __head {
+                #(#find_arms)*
+                _ => {}
+            }
+        }
+    };
+    let split_mut = if named.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            let (__head, __rest) = #private::split_path(__path);
+            match __head {
+                #(#find_mut_arms)*
+                _ => {}
+            }
+        }
+    };
+    quote! {
+        #[automatically_derived]
+        #[allow(unused_qualifications, unknown_lints, private_bounds)]
+        impl #impl_generics #private::TensorFields<__M> for #ident #ty_generics #where_clause {
+            fn visit_tensors(&self, #visit_args) {
+                #(#visits)*
+            }
+
+            fn find_tensor(&self, #find_args) -> #private::Found<'_> {
+                if __path.is_empty() {
+                    return #private::Found::Group;
+                }
+                #split
+                #(#find_flat)*
+                #private::Found::Nothing
+            }
+
+            fn find_tensor_mut(&mut self, #find_mut_args) -> #private::Option<&mut dyn #private::TensorField> {
+                #split_mut
+                #(#find_mut_flat)*
+                #private::None
+            }
+        }
+    }
 }

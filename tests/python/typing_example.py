@@ -32,3 +32,12 @@ def to_torch() -> torch.Tensor:
 
 if __name__ == "__main__":
     print(shapes(), to_numpy().shape, to_torch().shape)
+
+
+def model() -> Tuple[torch.Tensor, int]:
+    m = ext.Mlp(3, 4, 2)
+    weight = m.fc1.weight
+    assert isinstance(weight, ext.Tensor)
+    keys = m.load_state_dict(m.state_dict(), strict=False)
+    layer: ext.ModelView = m.fc2
+    return torch_from_dlpack(weight), len(keys.missing_keys) + len(layer.state_dict())

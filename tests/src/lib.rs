@@ -10,6 +10,8 @@ mod checkpoints;
 #[cfg(feature = "python")]
 mod exchange;
 #[cfg(feature = "python")]
+mod models;
+#[cfg(feature = "python")]
 mod python;
 #[cfg(feature = "python")]
 mod weights;

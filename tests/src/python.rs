@@ -790,6 +790,7 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(drop_detached, m)?)?;
     crate::weights::add_functions(m)?;
     crate::checkpoints::add_functions(m)?;
+    crate::models::add_classes(m)?;
     m.add_function(wrap_pyfunction!(drop_on_thread_holding_gil, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::to_object_then_write, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::scale_in_place, m)?)?;

@@ -137,11 +137,13 @@ mod capsule;
 mod error;
 mod export;
 mod import;
+pub mod model;
 mod npyffi;
 mod trampoline;
 
-pub use export::{TENSOR_STUB, Tensor, add_to_module};
+pub use export::{MODEL_STUB, TENSOR_STUB, Tensor, add_to_module};
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
+pub use model::ModelView;
 
 #[cfg(doc)]
 use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};

@@ -2,11 +2,13 @@
 //! arrays a [`TensorBatch`] of named tensors.
 //!
 //! - `containers`: the impls for tensors, batches, `Option`, `Vec`, maps and `Box`;
+//! - `fields`: a value's tensors by reference, by name (a model shared with Python);
 //! - `load`: strict imports and in-place loads that report every problem at once, as
 //!   PyTorch's `load_state_dict` does;
 //! - `select`: what a value takes from a source of named tensors, over the names alone.
 
 mod containers;
+mod fields;
 mod load;
 mod select;
 
@@ -14,6 +16,7 @@ use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
+pub use fields::{Found, TensorField, TensorFields, push_segment, split_path};
 pub use load::LoadReport;
 pub use load::Problems;
 #[cfg(feature = "safetensors")]

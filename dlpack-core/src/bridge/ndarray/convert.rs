@@ -18,7 +18,8 @@ use crate::ffi::{
 };
 use crate::tensor::{Desc, ManagedTensor, build};
 use crate::traits::{
-    Expected, FromDLPack, LoadReport, Selection, ToDLPack, leaf_from, leaf_into, leaf_load,
+    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFields, ToDLPack,
+    leaf_from, leaf_into, leaf_load,
 };
 
 use super::owned::DLPackArray;
@@ -143,7 +144,8 @@ fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
 ///   product ndarray keeps within `isize::MAX`, so each fits `i64`) whose elements the
 ///   owner keeps alive, unmoved, for as long as it lives untouched;
 /// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
-///   with it, nobody writes them.
+///   with it, nobody writes them. (A writable tensor whose elements others hold too is
+///   made by [`share_writable`] alone, which marks it shared before anyone sees it.)
 unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
     owner: O,
     data: impl FnOnce(&mut O) -> *mut c_void,
@@ -255,6 +257,24 @@ fn export_shared<A: Element, D: Dimension + 'static>(
             DLPACK_FLAG_BITMASK_READ_ONLY,
         )
     }
+}
+
+/// A writable tensor of an `ArcArray`'s buffer, without a copy, marked shared: what a
+/// model field hands to Python ([`TensorField::share`]).
+fn share_writable<A: Element, D: Dimension + 'static>(
+    array: &ArcArray<A, D>,
+) -> Result<ManagedTensor> {
+    // SAFETY:
+    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the clone's `Arc`
+    //   keeps alive and unmoved for as long as the tensor lives;
+    // - writable although others hold the elements: the tensor is marked shared below,
+    //   before it leaves this function, so this crate never gives a mutable view through
+    //   it (`as_array_mut`, `view_mut` and `into_owner`'s `ArcArray` refuse or copy), and
+    //   every other holder is an `ArcArray`, which copies the buffer before any write of
+    //   its own (copy-on-write: the tensor's clone keeps the count above one). Writes by
+    //   the tensor's foreign consumers are the sharing rule of `TensorFields`.
+    let tensor = unsafe { export_whole(array.clone(), |a| a.as_ptr().cast_mut().cast(), 0) }?;
+    Ok(tensor.into_shared())
 }
 
 /// Copies into a fresh standard-layout buffer (the most widely accepted layout:
@@ -448,5 +468,68 @@ impl ManagedTensor {
         unsafe {
             export_owner::<A, _, _>((), |_| data, &dim, &strides, DLPACK_FLAG_BITMASK_READ_ONLY)
         }
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> TensorField for ArcArray<A, D> {
+    fn dtype(&self) -> crate::DataType {
+        A::DTYPE
+    }
+
+    fn shape(&self) -> &[usize] {
+        ArrayBase::shape(self)
+    }
+
+    fn share(&self) -> Result<ManagedTensor> {
+        share_writable(self)
+    }
+
+    fn replace(&mut self, tensor: ManagedTensor) -> Result<()> {
+        let checked = DLPackArray::<A, D>::new(tensor)?;
+        let found = checked.view().shape().to_vec();
+        if found != ArrayBase::shape(self) {
+            return Err(Error::ShapeMismatch {
+                expected: ArrayBase::shape(self).to_vec(),
+                found,
+            });
+        }
+        let tensor = checked.into_inner();
+        if !self.tie(&tensor) {
+            *self = Array::<A, D>::from_dlpack(tensor)?.into_shared();
+        }
+        Ok(())
+    }
+
+    fn tie(&mut self, tensor: &ManagedTensor) -> bool {
+        // A writable share of a model field. A `READ_ONLY` share of an `ArcArray`
+        // promised its holders that nobody writes the buffer, so it is never tied.
+        if tensor.is_read_only() {
+            return false;
+        }
+        match tensor.owner::<ArcArray<A, D>>() {
+            Some(shared) if shared.shape() == ArrayBase::shape(self) => {
+                *self = shared.clone();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFields<M> for ArcArray<A, D> {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        visit(name, self);
+    }
+
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        if path.is_empty() {
+            Found::Tensor(self)
+        } else {
+            Found::Nothing
+        }
+    }
+
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        if path.is_empty() { Some(self) } else { None }
     }
 }

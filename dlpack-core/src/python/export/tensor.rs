@@ -326,7 +326,10 @@ impl Tensor {
 
 /// Adds the [`Tensor`] class to an extension module, named after it
 /// (`module.Tensor`, whose `__module__` is the module's name), so that Python code can
-/// test `isinstance(x, module.Tensor)` and pickle's error names the right place.
+/// test `isinstance(x, module.Tensor)` and pickle's error names the right place; and,
+/// named the same way, the classes of a Rust model shared with Python
+/// ([`pymodel`](crate::pymodel)): [`ModelView`](crate::python::ModelView) and
+/// `IncompatibleKeys` (what `load_state_dict` returns).
 ///
 /// ```no_run
 /// use pyo3::prelude::*;
@@ -338,15 +341,29 @@ impl Tensor {
 /// }
 /// ```
 pub fn add_to_module(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    let name = module.name()?;
     module.add_class::<Tensor>()?;
-    let ty = module.py().get_type::<Tensor>();
-    ty.setattr(pyo3::intern!(module.py(), "__module__"), module.name()?)
+    py.get_type::<Tensor>()
+        .setattr(pyo3::intern!(py, "__module__"), &name)?;
+    // The classes of a Rust model shared with Python (`#[pymodel]`).
+    module.add_class::<crate::python::ModelView>()?;
+    py.get_type::<crate::python::ModelView>()
+        .setattr(pyo3::intern!(py, "__module__"), &name)?;
+    let keys = crate::python::model::incompatible_keys(py)?;
+    keys.setattr(pyo3::intern!(py, "__module__"), &name)?;
+    module.add("IncompatibleKeys", keys)
 }
 
 /// The typing stub of the [`Tensor`] class (`.pyi` text), for an extension's own stub
 /// file: an extension that adds the class with [`add_to_module`] includes it in
 /// `your_extension.pyi` (which maturin ships when it sits beside `Cargo.toml`).
 pub const TENSOR_STUB: &str = include_str!("../../../stubs/tensor.pyi");
+
+/// The typing stub of [`ModelView`](crate::python::ModelView) and `IncompatibleKeys`
+/// (`.pyi` text, which names `Tensor`: include it after [`TENSOR_STUB`]), for the stub
+/// of an extension with model classes ([`pymodel`](crate::pymodel)).
+pub const MODEL_STUB: &str = include_str!("../../../stubs/model.pyi");
 
 impl<'py> IntoPyObject<'py> for ManagedTensor {
     type Target = Tensor;

@@ -1,0 +1,646 @@
+//! A Rust model as a Python object: the methods that [`pymodel`](crate::pymodel) adds
+//! to a `#[pymethods]` block (attributes, setters, `state_dict`, `load_state_dict`,
+//! `__repr__`, `__dir__`), and [`ModelView`], the object for a group of a model's
+//! tensors (`m.fc1`, `m.layers`, `m.layers[3]`).
+//!
+//! An extension that writes its methods by hand calls these functions from its own
+//! `#[pymethods]` block: each takes the model object as `&Bound<'_, T>`.
+//!
+//! # The sharing rule
+//!
+//! A model's tensor fields are ndarray `ArcArray`s (see
+//! [`TensorFields`](crate::TensorFields)), and a tensor read from Python shares the
+//! field's buffer:
+//!
+//! - **Python's views are writable and write the struct**: `m.fc1.weight`, and every
+//!   tensor of `m.state_dict()`, is the field's own memory, without a copy, so an
+//!   in-place Python write (an optimizer step, `p -= lr * p.grad` under
+//!   `torch.no_grad()`, a `load_state_dict(sd, assign=True)` module's training) is what
+//!   the next Rust method reads. Read-only views would not hold: PyTorch ignores the
+//!   DLPack read-only flag and imports every tensor writable.
+//! - **Rust writes copy first while Python holds a view (copy-on-write)**: a `&mut self`
+//!   method that writes a field (`view_mut`, `mapv_inplace`, indexing, ...), a setter,
+//!   and `load_state_dict` give a field that Python still views a fresh buffer before
+//!   writing (ndarray's `ArcArray` does it), so Rust never holds a `&mut` over memory a
+//!   Python view reaches. The views keep the old buffer and its old values, and no
+//!   longer see the struct: read the attributes again after a Rust write. A field that
+//!   no view reaches is written in place, with no copy.
+//! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
+//!   field, reloads the struct, drops the object): it holds a reference to the buffer.
+//! - **Python writing while Rust reads**: a Rust method reads the fields as a shared
+//!   import is read (see [the import safety guide](crate::guide::import_safety)): if
+//!   Python writes the same tensor at that moment (another thread, a NumPy or PyTorch
+//!   kernel that released the interpreter), the method may read a mix of old and new
+//!   values. Do not write a model's tensors from Python while a Rust method of the
+//!   same model runs; a method that must not see such writes copies the field first.
+//!   Rust methods of one object exclude each other as PyO3 arranges: a `&mut self`
+//!   method while any other method of the object runs is PyO3's "already borrowed"
+//!   `RuntimeError`, never two handles of which one is `&mut`.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use pyo3::exceptions::{PyAttributeError, PyIndexError, PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::{PyClass, intern};
+
+use crate::batch::TensorBatch;
+use crate::error::Error;
+use crate::tensor::ManagedTensor;
+use crate::traits::{Found, FromDLPack, TensorField, TensorFields, push_segment, split_path};
+
+use super::{Tensor, from_dlpack};
+
+/// What a model class needs: a `#[pyclass]` (not `frozen`) whose tensors Python can
+/// share ([`TensorFields`]) and that loads a `state_dict` ([`FromDLPack`], derived).
+pub trait PyModel:
+    PyClass<Frozen = pyo3::pyclass::boolean_struct::False>
+    + TensorFields
+    + FromDLPack<Input = TensorBatch>
+{
+}
+
+impl<T> PyModel for T where
+    T: PyClass<Frozen = pyo3::pyclass::boolean_struct::False>
+        + TensorFields
+        + FromDLPack<Input = TensorBatch>
+{
+}
+
+/// The operations of one model class, for the [`ModelView`]s of its groups (which are
+/// of one Python class for every model, so they reach the model through these).
+struct Ops {
+    get: fn(&Bound<'_, PyAny>, &str) -> PyResult<Option<Py<PyAny>>>,
+    set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<Assigned>,
+    entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<Entry>>,
+    state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
+}
+
+/// One class's [`Ops`], made by the compiler once per class.
+struct OpsOf<T>(core::marker::PhantomData<T>);
+
+impl<T: PyModel> OpsOf<T> {
+    const OPS: Ops = Ops {
+        get: |root, path| get::<T>(cast::<T>(root)?, path),
+        set: |root, path, value| set::<T>(cast::<T>(root)?, path, value),
+        entries: |root, prefix| entries::<T>(cast::<T>(root)?, prefix),
+        state_dict: |root, under, prefix| state_dict_under::<T>(cast::<T>(root)?, under, prefix),
+    };
+}
+
+fn cast<'a, 'py, T: PyModel>(root: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, T>> {
+    Ok(root.cast::<T>()?)
+}
+
+/// A tensor's name, dtype and shape.
+struct Entry {
+    name: String,
+    dtype: crate::DataType,
+    shape: Vec<usize>,
+}
+
+/// What an assignment found at its path.
+enum Assigned {
+    Tensor,
+    Group,
+    Nothing,
+}
+
+/// The tensor, or the group of tensors, that `path` names in the model, as a Python
+/// object: a [`Tensor`](super::Tensor) sharing the field's memory, or a [`ModelView`].
+fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
+    let py = model.py();
+    let found = {
+        let this = model.try_borrow()?;
+        match this.find_tensor(path) {
+            Found::Tensor(field) => Lookup::Tensor(field.share()?),
+            Found::Group => Lookup::Group,
+            Found::Nothing => Lookup::Nothing,
+        }
+    };
+    Ok(match found {
+        Lookup::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
+        Lookup::Group => Some(
+            Bound::new(
+                py,
+                ModelView {
+                    root: model.clone().into_any().unbind(),
+                    prefix: path.to_owned(),
+                    ops: &OpsOf::<T>::OPS,
+                },
+            )?
+            .into_any()
+            .unbind(),
+        ),
+        Lookup::Nothing => None,
+    })
+}
+
+enum Lookup {
+    Tensor(ManagedTensor),
+    Group,
+    Nothing,
+}
+
+/// Replaces the tensor at `path` by `value` (any DLPack producer), checked against the
+/// field (dtype, rank, shape, a CPU-accessible device).
+fn set<T: PyModel>(
+    model: &Bound<'_, T>,
+    path: &str,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<Assigned> {
+    {
+        let this = model.try_borrow()?;
+        match this.find_tensor(path) {
+            Found::Tensor(_) => {}
+            Found::Group => return Ok(Assigned::Group),
+            Found::Nothing => return Ok(Assigned::Nothing),
+        }
+    }
+    // Another field's tensor (or this one's): its buffer, shared (tied weights).
+    if let Ok(ours) = value.cast::<Tensor>() {
+        let mut this = model.try_borrow_mut()?;
+        if let Some(field) = this.find_tensor_mut(path)
+            && field.tie(ours.get().tensor())
+        {
+            return Ok(Assigned::Tensor);
+        }
+    }
+    // Imported before the model is borrowed: the import may run Python code.
+    let tensor = from_dlpack(value)?;
+    let mut this = model.try_borrow_mut()?;
+    match this.find_tensor_mut(path) {
+        Some(field) => {
+            field
+                .replace(tensor)
+                .map_err(|e| PyErr::from(e.in_tensor(path)))?;
+            Ok(Assigned::Tensor)
+        }
+        None => Ok(Assigned::Nothing),
+    }
+}
+
+/// Every tensor under `prefix` (all of them for `""`), with names relative to it.
+fn entries<T: PyModel>(model: &Bound<'_, T>, prefix: &str) -> PyResult<Vec<Entry>> {
+    let this = model.try_borrow()?;
+    let mut out = Vec::new();
+    visit_under(&*this, prefix, &mut |name, field| {
+        out.push(Entry {
+            name: name.to_owned(),
+            dtype: field.dtype(),
+            shape: field.shape().to_vec(),
+        });
+    });
+    Ok(out)
+}
+
+/// Calls `f` with every tensor under `prefix`, named relative to it.
+fn visit_under<T: TensorFields + ?Sized>(
+    value: &T,
+    prefix: &str,
+    f: &mut dyn FnMut(&str, &dyn TensorField),
+) {
+    let mut name = String::new();
+    value.visit_tensors(&mut name, &mut |full, field| {
+        if prefix.is_empty() {
+            f(full, field);
+        } else if let Some(rest) = full.strip_prefix(prefix)
+            && let Some(rest) = rest.strip_prefix('.')
+        {
+            f(rest, field);
+        }
+    });
+}
+
+fn state_dict_under<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    under: &str,
+    prefix: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let py = model.py();
+    let mut tensors = Vec::new();
+    {
+        let this = model.try_borrow()?;
+        let mut failed = None;
+        visit_under(&*this, under, &mut |name, field| {
+            if failed.is_some() {
+                return;
+            }
+            match field.share() {
+                Ok(tensor) => {
+                    let mut key = String::with_capacity(prefix.len() + name.len());
+                    key.push_str(prefix);
+                    key.push_str(name);
+                    tensors.push((key, tensor));
+                }
+                Err(e) => failed = Some(e.in_tensor(name)),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+    }
+    let dict = PyDict::new(py);
+    for (key, tensor) in tensors {
+        dict.set_item(key, tensor)?;
+    }
+    Ok(dict)
+}
+
+/// `getattr(model, name)` for a name that is not an attribute of the class: a tensor
+/// (a [`Tensor`](super::Tensor) sharing the field's memory) or a group of tensors (a
+/// [`ModelView`]); else `AttributeError`, as Python words it.
+pub fn getattr<T: PyModel>(
+    model: &Bound<'_, T>,
+    name: &Bound<'_, PyString>,
+) -> PyResult<Py<PyAny>> {
+    let key = name.to_cow()?;
+    match get(model, &key)? {
+        Some(found) => Ok(found),
+        None => Err(no_attribute(model.as_any(), &key)),
+    }
+}
+
+fn no_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyErr {
+    let type_name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".to_owned());
+    PyAttributeError::new_err(format!("'{type_name}' object has no attribute '{name}'"))
+}
+
+/// `setattr(model, name, value)`: a tensor field takes any DLPack producer's tensor
+/// ([`TensorField::replace`]: the field's dtype, rank and shape; without a copy when the
+/// value is another field's tensor, with one copy otherwise); any other name is set as
+/// Python sets it (`object.__setattr__`: the class's own setters).
+pub fn setattr<T: PyModel>(
+    model: &Bound<'_, T>,
+    name: &Bound<'_, PyString>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let key = name.to_cow()?;
+    match set(model, &key, value)? {
+        Assigned::Tensor => Ok(()),
+        Assigned::Group => Err(group_assignment(&key)),
+        Assigned::Nothing => generic_set(model.as_any(), name, Some(value)),
+    }
+}
+
+/// What `object.__setattr__` (with `value`) or `object.__delattr__` (without) does,
+/// which CPython refuses to apply to a class with a `__setattr__` of its own: a data
+/// descriptor of the class (a `#[setter]`) sets or deletes, else the instance's
+/// `__dict__` if it has one; else `AttributeError`, in Python's words.
+fn generic_set(
+    obj: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyString>,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let py = obj.py();
+    let class = obj.get_type();
+    if let Ok(descriptor) = class.getattr(name) {
+        let method = if value.is_some() {
+            "__set__"
+        } else {
+            "__delete__"
+        };
+        if let Ok(method) = descriptor.get_type().getattr(method) {
+            return match value {
+                Some(value) => method.call1((descriptor, obj, value)).map(drop),
+                None => method.call1((descriptor, obj)).map(drop),
+            };
+        }
+        if obj.hasattr(intern!(py, "__dict__"))? {
+            // An instance attribute would hide a method: Python allows it, so do we.
+        } else {
+            return Err(PyAttributeError::new_err(format!(
+                "'{}' object attribute '{}' is read-only",
+                class.name()?,
+                name.to_cow()?
+            )));
+        }
+    }
+    if let Ok(dict) = obj.getattr(intern!(py, "__dict__")) {
+        return match value {
+            Some(value) => dict.set_item(name, value),
+            None => dict
+                .del_item(name)
+                .map_err(|_| no_attribute(obj, &name.to_cow().unwrap_or_default())),
+        };
+    }
+    Err(no_attribute(obj, &name.to_cow()?))
+}
+
+fn group_assignment(path: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "cannot assign to '{path}': it is a group of tensors; assign its tensors one by one, \
+         or load them with load_state_dict"
+    ))
+}
+
+/// `del model.name`: a model's tensors and groups cannot be deleted (`TypeError`); any
+/// other name goes to `object.__delattr__`.
+pub fn delattr<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyResult<()> {
+    let key = name.to_cow()?;
+    let found = {
+        let this = model.try_borrow()?;
+        !matches!(this.find_tensor(&key), Found::Nothing)
+    };
+    if found {
+        return Err(PyTypeError::new_err(format!(
+            "cannot delete '{key}': a model's tensors are fields of its Rust struct"
+        )));
+    }
+    generic_set(model.as_any(), name, None)
+}
+
+/// `object.<name>`, looked up once per call (the fallback of `setattr` and `delattr`).
+fn object_method<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.get_type::<PyAny>().getattr(PyString::new(py, name))
+}
+
+/// `dir(model)`: the class's attributes and the model's top-level tensor and group
+/// names.
+pub fn dir<T: PyModel>(model: &Bound<'_, T>) -> PyResult<Vec<String>> {
+    let listed: Vec<String> = object_method(model.py(), "__dir__")?
+        .call1((model,))?
+        .extract()?;
+    let mut names: BTreeSet<String> = listed.into_iter().collect();
+    for entry in entries(model, "")? {
+        names.insert(split_path(&entry.name).0.to_owned());
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// `repr(model)`: the class name and every tensor with its dtype and shape, one per
+/// line, in `state_dict` order.
+pub fn repr<T: PyModel>(model: &Bound<'_, T>) -> PyResult<String> {
+    let name = model.as_any().get_type().name()?.to_string();
+    Ok(format_entries(&name, &entries(model, "")?))
+}
+
+fn format_entries(name: &str, entries: &[Entry]) -> String {
+    let mut out = String::new();
+    out.push_str(name);
+    out.push('(');
+    for entry in entries {
+        let _ = write!(out, "\n  {}: {}{:?},", entry.name, entry.dtype, entry.shape);
+    }
+    if !entries.is_empty() {
+        out.push('\n');
+    }
+    out.push(')');
+    out
+}
+
+/// `model.state_dict(prefix="")`: a `dict` of every tensor by its `state_dict` name
+/// (with `prefix` before each), each a [`Tensor`](super::Tensor) sharing the field's
+/// memory, in the order [`ToDLPack`](crate::ToDLPack) exports them.
+/// `torch.from_dlpack` of each is a PyTorch `state_dict` over the same memory.
+pub fn state_dict<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    prefix: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    state_dict_under(model, "", prefix)
+}
+
+/// `model.load_state_dict(state_dict, strict=True)`, with PyTorch's semantics and
+/// wording: every tensor of the model is loaded from the entry of its name (any DLPack
+/// producer: PyTorch, NumPy, JAX, ...), in place (see the sharing rule in the
+/// [module docs](self)); the tensors that fit are loaded even when others do not. With
+/// `strict=True`, missing and unexpected names are a `RuntimeError` worded as PyTorch
+/// words it (`Error(s) in loading state_dict for Mlp: ...`); with `strict=False` they
+/// are returned, as PyTorch's named tuple `(missing_keys, unexpected_keys)`. A tensor
+/// whose shape differs from its field's is an error either way (PyTorch's
+/// `size mismatch for ...`), and so is one of another dtype (PyTorch converts the
+/// dtype; this crate does not guess).
+pub fn load_state_dict<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    state_dict: &Bound<'py, PyAny>,
+    strict: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = model.py();
+    // Imported before the model is borrowed: the imports run Python code.
+    let batch: TensorBatch = state_dict.extract()?;
+    let class = model.as_any().get_type().name()?.to_string();
+    let result = {
+        let mut this = model.try_borrow_mut()?;
+        this.load_dlpack_lenient(batch)
+    };
+    let (missing, unexpected, failed) = match result {
+        Ok(report) => (report.missing, report.unexpected, Vec::new()),
+        Err(Error::StateDict {
+            missing,
+            unexpected,
+            failed,
+        }) => (missing, unexpected, failed),
+        Err(other) => return Err(other.into()),
+    };
+    let mut messages = Vec::new();
+    if strict {
+        if !missing.is_empty() {
+            messages.push(format!(
+                "Missing key(s) in state_dict: {}. ",
+                quoted(&missing)
+            ));
+        }
+        if !unexpected.is_empty() {
+            messages.push(format!(
+                "Unexpected key(s) in state_dict: {}. ",
+                quoted(&unexpected)
+            ));
+        }
+    }
+    for error in &failed {
+        messages.push(failure_message(error));
+    }
+    if !messages.is_empty() {
+        return Err(PyRuntimeError::new_err(format!(
+            "Error(s) in loading state_dict for {class}:\n\t{}",
+            messages.join("\n\t")
+        )));
+    }
+    let keys = incompatible_keys(py)?;
+    keys.call1((PyList::new(py, missing)?, PyList::new(py, unexpected)?))
+}
+
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(", ")
+}
+
+/// One tensor's failure in PyTorch's words where PyTorch has them (a shape).
+fn failure_message(error: &Error) -> String {
+    match error {
+        Error::Tensor { name, error } => match error.root() {
+            Error::ShapeMismatch { expected, found } => format!(
+                "size mismatch for {name}: copying a param with shape {} from checkpoint, \
+                 the shape in current model is {}.",
+                shape_text(found),
+                shape_text(expected)
+            ),
+            root => format!("{name}: {}", super::error::python_message(root)),
+        },
+        other => super::error::python_message(other),
+    }
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    let items: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The named tuple `IncompatibleKeys(missing_keys, unexpected_keys)`, as PyTorch's
+/// `load_state_dict` returns it, made once.
+pub(crate) fn incompatible_keys(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Ok(CLASS
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            let namedtuple = py
+                .import(intern!(py, "collections"))?
+                .getattr("namedtuple")?;
+            let class = namedtuple.call1((
+                "IncompatibleKeys",
+                PyTuple::new(py, ["missing_keys", "unexpected_keys"])?,
+            ))?;
+            class.setattr("__module__", "dlpack_core")?;
+            Ok(class.unbind())
+        })?
+        .bind(py))
+}
+
+/// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
+/// `m.layers[3]`. Its attributes and items are the group's tensors and subgroups, by
+/// name (`m.fc1.weight`) or by index and key (`m.layers[3]`, `m.layers[-1]`,
+/// `m.heads["q"]`); it has `len`, iteration over its members in `state_dict` order,
+/// `state_dict(prefix="")` (names relative to the group, as a PyTorch submodule's),
+/// `dir` and `repr`, and tensor setters, as the model itself. It refers to the model
+/// object, never to a Rust field: what it reads is the model's current struct.
+#[pyclass(module = "dlpack_core", name = "ModelView", frozen)]
+pub struct ModelView {
+    root: Py<PyAny>,
+    prefix: String,
+    ops: &'static Ops,
+}
+
+impl ModelView {
+    fn path(&self, name: &str) -> String {
+        let mut path = self.prefix.clone();
+        push_segment(&mut path, name);
+        path
+    }
+
+    /// The distinct first segments of the group's tensor names, in order.
+    fn members(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let entries = (self.ops.entries)(self.root.bind(py), &self.prefix)?;
+        let mut seen = BTreeSet::new();
+        let mut members = Vec::new();
+        for entry in &entries {
+            let head = split_path(&entry.name).0;
+            if seen.insert(head.to_owned()) {
+                members.push(head.to_owned());
+            }
+        }
+        Ok(members)
+    }
+
+    fn member(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
+        (self.ops.get)(self.root.bind(py), &self.path(name))
+    }
+}
+
+#[pymethods]
+impl ModelView {
+    fn __getattr__(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        let name = name.to_cow()?;
+        self.member(py, &name)?.ok_or_else(|| {
+            PyAttributeError::new_err(format!(
+                "'{}' has no tensor or group named '{name}'",
+                self.prefix
+            ))
+        })
+    }
+
+    fn __setattr__(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyString>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let path = self.path(&name.to_cow()?);
+        match (self.ops.set)(self.root.bind(py), &path, value)? {
+            Assigned::Tensor => Ok(()),
+            Assigned::Group => Err(group_assignment(&path)),
+            Assigned::Nothing => Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor named '{}'",
+                self.prefix,
+                name.to_cow()?
+            ))),
+        }
+    }
+
+    fn __delattr__(&self, name: &Bound<'_, PyString>) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "cannot delete '{}': a model's tensors are fields of its Rust struct",
+            self.path(&name.to_cow()?)
+        )))
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let name = if let Ok(index) = key.extract::<isize>() {
+            let len = self.members(py)?.len() as isize;
+            let i = if index < 0 { index + len } else { index };
+            if i < 0 || i >= len {
+                return Err(PyIndexError::new_err(format!(
+                    "index {index} out of range for '{}' of {len} items",
+                    self.prefix
+                )));
+            }
+            i.to_string()
+        } else if let Ok(key) = key.cast::<PyString>() {
+            key.to_cow()?.into_owned()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "'{}' is indexed by int or str, not {}",
+                self.prefix,
+                key.get_type().name()?
+            )));
+        };
+        self.member(py, &name)?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{}.{name}", self.prefix)))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.members(py)?.len())
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut items = Vec::new();
+        for name in self.members(py)? {
+            if let Some(item) = self.member(py, &name)? {
+                items.push(item);
+            }
+        }
+        Ok(PyList::new(py, items)?.try_iter()?.into_any().unbind())
+    }
+
+    fn __dir__(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let mut names: BTreeSet<String> = ["state_dict".to_owned()].into();
+        names.extend(self.members(py)?);
+        Ok(names.into_iter().collect())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let entries = (self.ops.entries)(self.root.bind(py), &self.prefix)?;
+        Ok(format_entries(&self.prefix, &entries))
+    }
+
+    /// The group's tensors by name relative to the group (`weight` for `m.fc1`), with
+    /// `prefix` before each, sharing the fields' memory.
+    #[pyo3(signature = (*, prefix = String::new()))]
+    fn state_dict<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyDict>> {
+        (self.ops.state_dict)(self.root.bind(py), &self.prefix, &prefix)
+    }
+}

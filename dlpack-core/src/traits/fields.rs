@@ -1,0 +1,239 @@
+//! [`TensorFields`]: a value's tensors reached by reference, by their `state_dict` names,
+//! without exporting the value: what a Rust model shared with Python reads (attributes,
+//! `state_dict`) and replaces (setters).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+
+use crate::dtype::DataType;
+use crate::error::Result;
+use crate::tensor::ManagedTensor;
+
+/// What a path names inside a value ([`TensorFields::find_tensor`]).
+pub enum Found<'a> {
+    /// One tensor.
+    Tensor(&'a dyn TensorField),
+    /// A group of tensors (a struct, a `Vec`, a map, ...): the path is a prefix of
+    /// tensor names (`fc1` of `fc1.weight`), or empty.
+    Group,
+    /// Nothing.
+    Nothing,
+}
+
+/// One tensor field that Python can share: its dtype and shape, a zero-copy tensor of
+/// its memory, and its replacement by another tensor.
+///
+/// This crate implements it for ndarray's `ArcArray` (feature `ndarray`): see
+/// [`TensorFields`] for the sharing rule.
+pub trait TensorField {
+    /// The element type.
+    fn dtype(&self) -> DataType;
+
+    /// The extent of each axis.
+    fn shape(&self) -> &[usize];
+
+    /// A writable tensor of the field's memory, without a copy, that keeps the memory
+    /// alive whatever happens to the field afterwards. It is *shared*
+    /// ([`ManagedTensor::is_exclusive`] is false): the field still reaches the memory.
+    fn share(&self) -> Result<ManagedTensor>;
+
+    /// Replaces the field's value by `tensor`, which must have the field's dtype, rank and
+    /// shape (the errors of [`DLPackArray`](crate::DLPackArray)'s checks, and
+    /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch)). Without a copy when the
+    /// tensor is a writable share of such a field (the two then share one buffer, as
+    /// tied weights do), with one copy otherwise. The tensor is consumed either way.
+    fn replace(&mut self, tensor: ManagedTensor) -> Result<()>;
+
+    /// Makes the field share the buffer of `tensor` when `tensor` is a writable
+    /// [`share`](Self::share) of a field of this type and shape (tied weights), and
+    /// returns whether it did; nothing changes otherwise.
+    fn tie(&mut self, tensor: &ManagedTensor) -> bool;
+}
+
+/// A value's tensors by reference, named as [`ToDLPack`](crate::ToDLPack) names them
+/// (`fc1.weight`, `layers.3.bias`): the Python model class of
+/// [`pymodel`](crate::pymodel) reads and replaces them through this trait.
+///
+/// `#[derive(ToDLPack)]` implements it for every struct, for use wherever every
+/// exchanged field implements it (fields exchanged through a `with` module, and skipped
+/// fields, are left out); this crate implements it for `ArcArray` (feature `ndarray`),
+/// `Option`, `Vec`, `Box`, and maps with `String` keys. The parameter `M` is only there
+/// so that the derived impl can ask this of its fields' types without failing to
+/// compile where they do not have it; use the default.
+///
+/// # Why `ArcArray`
+///
+/// A tensor handed to Python must keep its memory alive whatever Rust does to the field
+/// afterwards (replaces it, reloads the struct, drops it), and Rust must never hold a
+/// `&mut` over memory that a Python view can write. ndarray's `ArcArray` is both: the
+/// tensor holds one more reference to the buffer, and every mutable access of an
+/// `ArcArray` whose buffer is shared copies the buffer first (copy-on-write). An `Array`
+/// field cannot be shared: its buffer is freed with the field.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be shared with Python as a model's tensor",
+    label = "not an `ArcArray`, or a struct deriving `ToDLPack` whose fields all are",
+    note = "a model shared with Python keeps its arrays as ndarray's `ArcArray` \
+            (`ArcArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, and \
+            Rust's writes copy it first while Python holds it (copy-on-write); an `Array` \
+            would free its buffer under Python's view"
+)]
+pub trait TensorFields<M: ?Sized = ()> {
+    /// Calls `visit` with the name and the field of every tensor of the value, in the
+    /// order [`ToDLPack`](crate::ToDLPack) exports them. `name` holds the prefix on
+    /// entry (empty at the top level) and again on return.
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField));
+
+    /// What `path` (a name relative to the value, `""` for the value itself) names.
+    fn find_tensor(&self, path: &str) -> Found<'_>;
+
+    /// The tensor field that `path` names, for replacement.
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField>;
+}
+
+/// Appends the segment `segment` to the name `name` (with a `.` unless the name is
+/// empty), returning the length to truncate back to.
+pub fn push_segment(name: &mut String, segment: &str) -> usize {
+    let len = name.len();
+    if !name.is_empty() {
+        name.push('.');
+    }
+    name.push_str(segment);
+    len
+}
+
+/// The first segment of `path` and the rest (`"fc1.weight"` is `("fc1", "weight")`,
+/// `"fc1"` is `("fc1", "")`).
+pub fn split_path(path: &str) -> (&str, &str) {
+    match path.split_once('.') {
+        Some((head, rest)) => (head, rest),
+        None => (path, ""),
+    }
+}
+
+impl<T: TensorFields<M>, M: ?Sized> TensorFields<M> for Option<T> {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        if let Some(value) = self {
+            value.visit_tensors(name, visit);
+        }
+    }
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        match self {
+            Some(value) => value.find_tensor(path),
+            None => Found::Nothing,
+        }
+    }
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        self.as_mut()?.find_tensor_mut(path)
+    }
+}
+
+impl<T: TensorFields<M> + ?Sized, M: ?Sized> TensorFields<M> for Box<T> {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        (**self).visit_tensors(name, visit);
+    }
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        (**self).find_tensor(path)
+    }
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        (**self).find_tensor_mut(path)
+    }
+}
+
+/// The item index that a path segment names: decimal digits without a leading zero, as
+/// `Vec` exports name items.
+fn index(segment: &str) -> Option<usize> {
+    if segment.is_empty() || (segment.len() > 1 && segment.starts_with('0')) {
+        return None;
+    }
+    if !segment.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    segment.parse().ok()
+}
+
+impl<T: TensorFields<M>, M: ?Sized> TensorFields<M> for Vec<T> {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        let mut digits = itoa_buffer();
+        for (i, item) in self.iter().enumerate() {
+            let len = push_segment(name, format_index(&mut digits, i));
+            item.visit_tensors(name, visit);
+            name.truncate(len);
+        }
+    }
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        if path.is_empty() {
+            return Found::Group;
+        }
+        let (head, rest) = split_path(path);
+        match index(head).and_then(|i| self.get(i)) {
+            Some(item) => item.find_tensor(rest),
+            None => Found::Nothing,
+        }
+    }
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        let (head, rest) = split_path(path);
+        self.get_mut(index(head)?)?.find_tensor_mut(rest)
+    }
+}
+
+/// Room for the decimal digits of a `usize`.
+fn itoa_buffer() -> String {
+    String::with_capacity(20)
+}
+
+/// `i` in decimal, written into `buffer`.
+fn format_index(buffer: &mut String, i: usize) -> &str {
+    use std::fmt::Write as _;
+    buffer.clear();
+    let _ = write!(buffer, "{i}");
+    buffer
+}
+
+/// Implements [`TensorFields`] for a map with `String` keys, whose entries are named by
+/// key in the order `iter` gives (sorted for the `HashMap`, as its export is).
+macro_rules! map_fields {
+    (impl[$($generics:tt)*] for $ty:ty { |$map:ident| $entries:expr }) => {
+        impl<$($generics)*> TensorFields<M> for $ty {
+            fn visit_tensors(
+                &self,
+                name: &mut String,
+                visit: &mut dyn FnMut(&str, &dyn TensorField),
+            ) {
+                let $map = self;
+                for (key, item) in $entries {
+                    let len = push_segment(name, key);
+                    item.visit_tensors(name, visit);
+                    name.truncate(len);
+                }
+            }
+            fn find_tensor(&self, path: &str) -> Found<'_> {
+                if path.is_empty() {
+                    return Found::Group;
+                }
+                let (head, rest) = split_path(path);
+                match self.get(head) {
+                    Some(item) => item.find_tensor(rest),
+                    None => Found::Nothing,
+                }
+            }
+            fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+                let (head, rest) = split_path(path);
+                self.get_mut(head)?.find_tensor_mut(rest)
+            }
+        }
+    };
+}
+
+map_fields! {
+    impl[T: TensorFields<M>, M: ?Sized] for BTreeMap<String, T> { |map| map.iter() }
+}
+
+map_fields! {
+    impl[T: TensorFields<M>, M: ?Sized, H: BuildHasher] for HashMap<String, T, H> {
+        |map| {
+            let mut entries: Vec<(&String, &T)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            entries
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! `#[pymodel]` on a `#[pymethods]` block: adds the methods of a Rust model shared with
+//! Python (tensor attributes and setters, `state_dict`, `load_state_dict`, `__repr__`,
+//! `__dir__`), each a call of `dlpack_core::python::model`, except those the block
+//! defines itself. The block is read as tokens: the methods go inside its braces, and
+//! `#[pyo3::pymethods]` is added when the block has no `pymethods` attribute.
+
+use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
+use quote::quote;
+use syn::parse::Parser as _;
+use syn::punctuated::Punctuated;
+use syn::{Expr, Lit, Meta, Path, Token};
+
+/// Expands `#[pymodel(args)]` on `item`.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let krate = crate_path(args)?;
+    let mut tokens: Vec<TokenTree> = item.into_iter().collect();
+    let Some(TokenTree::Group(body)) = tokens.last().cloned() else {
+        return Err(not_an_impl(&tokens));
+    };
+    if body.delimiter() != Delimiter::Brace || !starts_impl(&tokens) {
+        return Err(not_an_impl(&tokens));
+    }
+    let defined = defined_fns(body.stream());
+    let methods = methods(&krate)
+        .into_iter()
+        .filter(|(name, _)| !defined.iter().any(|d| d == name))
+        .map(|(_, code)| code);
+    let mut inner = body.stream();
+    inner.extend(methods);
+    let mut group = Group::new(Delimiter::Brace, inner);
+    group.set_span(body.span());
+    let last = tokens.len() - 1;
+    tokens[last] = TokenTree::Group(group);
+    let mut out = TokenStream::new();
+    if !has_pymethods(&tokens) {
+        out.extend(quote!(#[::pyo3::pymethods]));
+    }
+    out.extend(tokens);
+    Ok(out)
+}
+
+/// `crate = "path"`, else `::dlpack_core`.
+fn crate_path(args: TokenStream) -> syn::Result<Path> {
+    let mut krate: Path = syn::parse_quote!(::dlpack_core);
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
+    for meta in metas {
+        match meta {
+            Meta::NameValue(nv) if nv.path.is_ident("crate") => match &nv.value {
+                Expr::Lit(lit) => match &lit.lit {
+                    Lit::Str(s) => krate = s.parse()?,
+                    other => return Err(syn::Error::new_spanned(other, "expected a string")),
+                },
+                other => return Err(syn::Error::new_spanned(other, "expected a string")),
+            },
+            other => {
+                return Err(syn::Error::new_spanned(
+                    other,
+                    "unknown argument: `#[pymodel]` takes only `crate = \"path\"`",
+                ));
+            }
+        }
+    }
+    Ok(krate)
+}
+
+fn not_an_impl(tokens: &[TokenTree]) -> syn::Error {
+    let span = tokens
+        .first()
+        .map_or_else(proc_macro2::Span::call_site, TokenTree::span);
+    syn::Error::new(
+        span,
+        "`#[pymodel]` goes on the `#[pymethods] impl` block of a `#[pyclass]` struct that \
+         derives `ToDLPack` and `FromDLPack`",
+    )
+}
+
+/// Whether the tokens, after their outer attributes and visibility, start with `impl`.
+fn starts_impl(tokens: &[TokenTree]) -> bool {
+    let mut i = 0;
+    while let Some(TokenTree::Punct(p)) = tokens.get(i) {
+        if p.as_char() != '#' {
+            return false;
+        }
+        i += 2; // `#` and its `[...]`
+    }
+    matches!(tokens.get(i), Some(TokenTree::Ident(id)) if id == "impl")
+        || matches!(
+            (tokens.get(i), tokens.get(i + 1)),
+            (Some(TokenTree::Ident(u)), Some(TokenTree::Ident(id))) if u == "unsafe" && id == "impl"
+        )
+}
+
+/// Whether an outer attribute's path ends in `pymethods`.
+fn has_pymethods(tokens: &[TokenTree]) -> bool {
+    tokens.windows(2).any(|pair| match pair {
+        [TokenTree::Punct(p), TokenTree::Group(g)]
+            if p.as_char() == '#' && g.delimiter() == Delimiter::Bracket =>
+        {
+            let path: Vec<String> = g
+                .stream()
+                .into_iter()
+                .take_while(|t| !matches!(t, TokenTree::Group(_)))
+                .filter_map(|t| match t {
+                    TokenTree::Ident(id) => Some(id.to_string()),
+                    _ => None,
+                })
+                .collect();
+            path.last().is_some_and(|last| last == "pymethods")
+        }
+        _ => false,
+    })
+}
+
+/// The names of the functions the block defines at its top level (`fn name`).
+fn defined_fns(body: TokenStream) -> Vec<String> {
+    let tokens: Vec<TokenTree> = body.into_iter().collect();
+    tokens
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => {
+                Some(name.to_string().trim_start_matches("r#").to_owned())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every method `#[pymodel]` adds, by name.
+fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
+    let model = quote!(#krate::python::model);
+    vec![
+        (
+            "__getattr__",
+            quote! {
+                fn __getattr__(
+                    slf: &::pyo3::Bound<'_, Self>,
+                    name: &::pyo3::Bound<'_, ::pyo3::types::PyString>,
+                ) -> ::pyo3::PyResult<::pyo3::Py<::pyo3::PyAny>> {
+                    #model::getattr(slf, name)
+                }
+            },
+        ),
+        (
+            "__setattr__",
+            quote! {
+                fn __setattr__(
+                    slf: &::pyo3::Bound<'_, Self>,
+                    name: &::pyo3::Bound<'_, ::pyo3::types::PyString>,
+                    value: &::pyo3::Bound<'_, ::pyo3::PyAny>,
+                ) -> ::pyo3::PyResult<()> {
+                    #model::setattr(slf, name, value)
+                }
+            },
+        ),
+        (
+            "__delattr__",
+            quote! {
+                fn __delattr__(
+                    slf: &::pyo3::Bound<'_, Self>,
+                    name: &::pyo3::Bound<'_, ::pyo3::types::PyString>,
+                ) -> ::pyo3::PyResult<()> {
+                    #model::delattr(slf, name)
+                }
+            },
+        ),
+        (
+            "__dir__",
+            quote! {
+                fn __dir__(
+                    slf: &::pyo3::Bound<'_, Self>,
+                ) -> ::pyo3::PyResult<::std::vec::Vec<::std::string::String>> {
+                    #model::dir(slf)
+                }
+            },
+        ),
+        (
+            "__repr__",
+            quote! {
+                fn __repr__(slf: &::pyo3::Bound<'_, Self>) -> ::pyo3::PyResult<::std::string::String> {
+                    #model::repr(slf)
+                }
+            },
+        ),
+        (
+            "state_dict",
+            quote! {
+                /// Every tensor by its `state_dict` name, sharing the model's memory.
+                #[pyo3(signature = (*, prefix = ::std::string::String::new()))]
+                fn state_dict<'py>(
+                    slf: &::pyo3::Bound<'py, Self>,
+                    prefix: ::std::string::String,
+                ) -> ::pyo3::PyResult<::pyo3::Bound<'py, ::pyo3::types::PyDict>> {
+                    #model::state_dict(slf, &prefix)
+                }
+            },
+        ),
+        (
+            "load_state_dict",
+            quote! {
+                /// Loads a `state_dict` (any DLPack tensors) as PyTorch's
+                /// `Module.load_state_dict` does.
+                #[pyo3(signature = (state_dict, strict = true))]
+                fn load_state_dict<'py>(
+                    slf: &::pyo3::Bound<'py, Self>,
+                    state_dict: &::pyo3::Bound<'py, ::pyo3::PyAny>,
+                    strict: bool,
+                ) -> ::pyo3::PyResult<::pyo3::Bound<'py, ::pyo3::PyAny>> {
+                    #model::load_state_dict(slf, state_dict, strict)
+                }
+            },
+        ),
+    ]
+}

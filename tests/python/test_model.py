@@ -1,0 +1,342 @@
+"""A Rust model as a Python object (`#[pymodel]`): attributes that are the fields' own
+memory, views that outlive what Rust does to the fields, setters, `state_dict` and
+`load_state_dict` compared with PyTorch's own, and threads."""
+
+import functools
+import gc
+import re
+import threading
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+from helpers import np_ptr
+
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+
+
+def attr(obj, name):
+    return functools.reduce(getattr, name.split("."), obj)
+
+
+class Mlp(torch.nn.Module):
+    """The same model in PyTorch (the class name is in PyTorch's error messages)."""
+
+    def __init__(self, inputs=3, hidden=4, outputs=2):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(inputs, hidden)
+        self.fc2 = torch.nn.Linear(hidden, outputs)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def torch_state(m):
+    return {k: torch.from_dlpack(v) for k, v in m.state_dict().items()}
+
+
+def test_attributes_are_the_fields_memory(ext):
+    m = ext.Mlp(3, 4, 2)
+    pointers = m.pointers()
+    assert sorted(pointers) == sorted(NAMES)
+    for name in NAMES:
+        t = attr(m, name)
+        a = np.from_dlpack(t)
+        assert np_ptr(a) == pointers[name]
+        assert a.flags.writeable
+        assert torch.from_dlpack(t).data_ptr() == pointers[name]
+        assert jax.dlpack.from_dlpack(t).unsafe_buffer_pointer() == pointers[name]
+    assert np.from_dlpack(m.fc1.weight).shape == (4, 3)
+    assert np.from_dlpack(m.fc2.bias).shape == (2,)
+
+
+def test_state_dict_shares_every_tensor_in_order(ext):
+    m = ext.Mlp(3, 4, 2)
+    sd = m.state_dict()
+    assert list(sd) == NAMES  # PyTorch's order for the same module
+    assert list(sd) == list(Mlp().state_dict())
+    pointers = m.pointers()
+    for name, t in sd.items():
+        assert torch.from_dlpack(t).data_ptr() == pointers[name]
+    assert list(m.state_dict(prefix="model.")) == ["model." + n for n in NAMES]
+    assert list(m.fc1.state_dict()) == ["weight", "bias"]
+
+
+def test_views_keep_their_memory_when_the_field_is_replaced(ext):
+    m = ext.Mlp(3, 4, 2)
+    w = np.from_dlpack(m.fc1.weight)
+    t = torch.from_dlpack(m.fc1.weight)
+    before = w.copy()
+    m.replace_fc1_weight()
+    gc.collect()
+    np.testing.assert_array_equal(w, before)  # the old buffer, alive
+    np.testing.assert_array_equal(t.numpy(), before)
+    assert not np.from_dlpack(m.fc1.weight).any()  # the struct has the new one
+    assert np_ptr(np.from_dlpack(m.fc1.weight)) != np_ptr(w)
+
+
+def test_views_outlive_the_object(ext):
+    m = ext.Mlp(3, 4, 2)
+    w = np.from_dlpack(m.fc2.weight)
+    t = torch.from_dlpack(m.fc2.bias)
+    j = jax.dlpack.from_dlpack(m.fc1.weight)
+    expected = (w.copy(), t.clone(), np.asarray(j).copy())
+    view = m.fc1
+    del m
+    gc.collect()
+    np.testing.assert_array_equal(w, expected[0])
+    assert torch.equal(t, expected[1])
+    np.testing.assert_array_equal(np.asarray(j), expected[2])
+    # A group keeps the model object alive (it reads the model, not a field).
+    np.testing.assert_array_equal(np.from_dlpack(view.weight), expected[2])
+    w += 1  # still writable, still ours
+    del view
+    gc.collect()
+
+
+def test_python_writes_reach_the_struct(ext):
+    m = ext.Mlp(3, 4, 2)
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    total = m.total()
+    with torch.no_grad():
+        p = torch.from_dlpack(m.fc1.weight)
+        p -= 0.25
+    assert m.total() == pytest.approx(total - 0.25 * 12, rel=1e-6)
+    tm = Mlp()
+    tm.load_state_dict(torch_state(m))
+    np.testing.assert_allclose(
+        np.from_dlpack(m.forward(x)), tm(torch.from_numpy(x)).detach().numpy(), rtol=1e-6
+    )
+
+
+def test_rust_writes_copy_first_while_python_views_the_field(ext):
+    m = ext.Mlp(3, 4, 2)
+    pointers = m.pointers()
+    m.step(0.5)  # no view alive: in place
+    assert m.pointers() == pointers
+    w = np.from_dlpack(m.fc1.weight)
+    before = w.copy()
+    m.step(0.5)  # a view of fc1.weight is alive: that field is copied first
+    after = m.pointers()
+    assert after["fc1.weight"] != pointers["fc1.weight"]
+    assert after["fc2.weight"] == pointers["fc2.weight"]
+    np.testing.assert_array_equal(w, before)  # the view keeps the old values
+    np.testing.assert_allclose(np.from_dlpack(m.fc1.weight), before - 0.5)
+    assert m.steps == 2
+
+
+def test_an_optimizer_step_in_torch_is_what_rust_reads_next(ext):
+    m = ext.Mlp(3, 4, 2)
+    tm = Mlp()
+    tm.load_state_dict(torch_state(m), assign=True)
+    pointers = m.pointers()
+    for name, p in tm.named_parameters():
+        assert p.data_ptr() == pointers[name]  # the module's parameters are the fields
+    opt = torch.optim.SGD(tm.parameters(), lr=0.1)
+    x = torch.tensor([1.0, -2.0, 3.0])
+    before = np.from_dlpack(m.forward(x)).copy()
+    loss = tm(x).square().sum()
+    loss.backward()
+    opt.step()
+    y = np.from_dlpack(m.forward(x))
+    assert not np.allclose(y, before)
+    np.testing.assert_allclose(y, tm(x).detach().numpy(), rtol=1e-6)
+    # ... and back: a module's own tensors loaded into the Rust model.
+    other = Mlp()
+    m.load_state_dict(other.state_dict())
+    np.testing.assert_allclose(np.from_dlpack(m.forward(x)), other(x).detach().numpy(), rtol=1e-6)
+
+
+def test_load_state_dict_in_place_when_no_view_is_alive(ext):
+    m = ext.Mlp(3, 4, 2)
+    pointers = m.pointers()
+    other = Mlp()
+    result = m.load_state_dict({k: v.detach() for k, v in other.state_dict().items()})
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert m.pointers() == pointers
+    for name, value in other.state_dict().items():
+        np.testing.assert_array_equal(np.from_dlpack(attr(m, name)), value.numpy())
+
+
+def torch_error(module, sd, strict=True):
+    with pytest.raises(RuntimeError) as e:
+        module.load_state_dict(sd, strict=strict)
+    return str(e.value)
+
+
+def ours_error(m, sd, strict=True):
+    with pytest.raises(RuntimeError) as e:
+        m.load_state_dict(sd, strict=strict)
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing", "unexpected", "both", "nested_unexpected"],
+)
+def test_load_state_dict_errors_are_pytorchs(ext, case):
+    sd = {k: v.detach().clone() for k, v in Mlp().state_dict().items()}
+    if case in ("missing", "both"):
+        del sd["fc2.bias"]
+        del sd["fc1.weight"]
+    if case in ("unexpected", "both"):
+        sd["fc3.weight"] = torch.zeros(2, 2)
+    if case == "nested_unexpected":
+        sd["fc1.scale"] = torch.zeros(4)
+    m = ext.Mlp(3, 4, 2)
+    assert ours_error(m, sd) == torch_error(Mlp(), sd)
+    ours = m.load_state_dict(sd, strict=False)
+    theirs = Mlp().load_state_dict(sd, strict=False)
+    assert ours.missing_keys == theirs.missing_keys
+    assert ours.unexpected_keys == theirs.unexpected_keys
+    assert ours._fields == ("missing_keys", "unexpected_keys")
+
+
+def test_load_state_dict_size_mismatch_is_pytorchs(ext):
+    sd = {k: v.detach().clone() for k, v in Mlp().state_dict().items()}
+    sd["fc1.weight"] = torch.zeros(4, 5)
+    theirs = torch_error(Mlp(), sd, strict=False)
+    theirs = re.sub(r"torch\.Size\((\[[0-9, ]*\])\)", r"\1", theirs)
+    m = ext.Mlp(3, 4, 2)
+    assert ours_error(m, sd, strict=False) == theirs
+    assert ours_error(m, sd) == theirs
+    # The tensors that fit were loaded, as PyTorch loads them.
+    np.testing.assert_array_equal(np.from_dlpack(m.fc2.weight), sd["fc2.weight"].numpy())
+
+
+def test_setters_take_any_producer(ext):
+    m = ext.Mlp(3, 4, 2)
+    m.fc1.weight = torch.ones(4, 3)
+    np.testing.assert_array_equal(np.from_dlpack(m.fc1.weight), np.ones((4, 3), np.float32))
+    m.fc2.bias = np.array([5.0, 6.0], np.float32)
+    np.testing.assert_array_equal(np.from_dlpack(m.fc2.bias), [5.0, 6.0])
+    m.fc2.bias = jax.numpy.array([7.0, 8.0], dtype=jax.numpy.float32)
+    np.testing.assert_array_equal(np.from_dlpack(m.fc2.bias), [7.0, 8.0])
+    assert m.steps == 0  # the skipped field is kept
+
+
+def test_a_foreign_tensor_is_copied_and_a_fields_tensor_is_shared(ext):
+    m = ext.Mlp(3, 4, 2)
+    t = torch.ones(4, 3)
+    m.fc1.weight = t
+    assert m.pointers()["fc1.weight"] != t.data_ptr()  # one copy: torch keeps its own
+    n = ext.Net(2, 4)
+    n.layers[0].mlp.weight = n.layers[1].mlp.weight  # tied: one buffer
+    a = np.from_dlpack(n.layers[0].mlp.weight)
+    b = np.from_dlpack(n.layers[1].mlp.weight)
+    assert np_ptr(a) == np_ptr(b)
+
+
+def test_setter_errors(ext):
+    m = ext.Mlp(3, 4, 2)
+    with pytest.raises(TypeError, match="float32.*float64|float64.*float32"):
+        m.fc1.weight = np.ones((4, 3))
+    with pytest.raises(ValueError, match=r"fc1\.weight.*\(4, 3\).*\(3, 4\)"):
+        m.fc1.weight = np.ones((3, 4), np.float32)
+    with pytest.raises(TypeError, match="ndim mismatch: expected 2, found 1"):
+        m.fc1.weight = np.ones(12, np.float32)
+    with pytest.raises(BufferError, match="unsupported device cuda:0"):
+        m.fc2.bias = ext.make_on_device(2, 0)
+    with pytest.raises(TypeError, match="__dlpack__"):
+        m.fc1.bias = [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(TypeError, match="group of tensors"):
+        m.fc1 = m.fc2
+    with pytest.raises(AttributeError, match="'Mlp' object has no attribute 'other'"):
+        m.other = 1
+    with pytest.raises(AttributeError, match="'Mlp' object has no attribute 'fc3'"):
+        m.fc3
+    with pytest.raises(TypeError, match="cannot delete"):
+        del m.fc1
+    with pytest.raises(TypeError, match="cannot delete"):
+        del m.fc1.weight
+
+
+def test_nesting_of_every_kind(ext):
+    n = ext.Net(2, 4)
+    names = list(n.state_dict())
+    assert names[0] == "embed"
+    assert "layers.1.attn.q.weight" in names and names[-1] == "scale"
+    assert len(names) == 1 + 2 * 8 + 2 + 1
+    assert len(n.layers) == 2
+    assert np.from_dlpack(n.layers[1].attn["q"].weight).shape == (4, 4)
+    assert np.from_dlpack(n.layers[-1].attn.k.bias).shape == (4,)
+    assert np.from_dlpack(n.embed).shape == (10, 4)  # renamed
+    assert np.from_dlpack(n.scale).shape == (4,)  # flattened
+    assert np.from_dlpack(n.head.weight).shape == (2, 4)
+    assert [type(x).__name__ for x in n.layers] == ["ModelView", "ModelView"]
+    assert list(n.layers[1].state_dict())[0] == "attn.k.weight"
+    with pytest.raises(IndexError):
+        n.layers[2]
+    with pytest.raises(AttributeError):
+        ext.Net(2, 4, head=False).head
+    assert repr(n) == "Net(2 layers)"  # the class's own __repr__ is kept
+    assert "layers" in dir(n) and "state_dict" in dir(n)
+
+
+def test_repr_lists_every_tensor(ext):
+    m = ext.Mlp(3, 4, 2)
+    assert repr(m) == (
+        "Mlp(\n"
+        "  fc1.weight: float32[4, 3],\n"
+        "  fc1.bias: float32[4],\n"
+        "  fc2.weight: float32[2, 4],\n"
+        "  fc2.bias: float32[2],\n"
+        ")"
+    )
+    assert repr(m.fc1) == "fc1(\n  weight: float32[4, 3],\n  bias: float32[4],\n)"
+
+
+def test_load_from_a_checkpoint(ext, tmp_path):
+    import safetensors.torch
+
+    tm = Mlp()
+    safetensors.torch.save_file({k: v.contiguous() for k, v in tm.state_dict().items()},
+                                str(tmp_path / "model.safetensors"))
+    m = ext.Mlp.load(str(tmp_path))
+    x = torch.tensor([0.5, 1.0, -1.0])
+    np.testing.assert_allclose(np.from_dlpack(m.forward(x)), tm(x).detach().numpy(), rtol=1e-6)
+
+
+def test_eight_threads_reading_and_writing(ext):
+    """Five threads read attributes, state_dicts and the Rust sum; two call a Rust
+    method that writes every field (one with the interpreter released); one writes a
+    field from PyTorch. A Rust `&mut` while another method runs is PyO3's typed
+    "already borrowed" error; nothing else may fail."""
+    m = ext.Mlp(3, 4, 2)
+    expected = m.total()
+    errors, borrowed = [], []
+
+    def loop(body):
+        for _ in range(200):
+            try:
+                body()
+            except RuntimeError as e:
+                (borrowed if "borrow" in str(e) else errors).append(e)
+            except Exception as e:  # pragma: no cover
+                errors.append(e)
+
+    def read():
+        w = np.from_dlpack(m.fc1.weight)
+        float(w.sum())
+        assert len(m.state_dict()) == 4
+        m.total()
+
+    def write():
+        m.step(0.0)
+        m.step_detached(0.0)
+
+    def torch_write():
+        with torch.no_grad():
+            torch.from_dlpack(m.fc2.weight).mul_(1.0)
+
+    bodies = [read] * 5 + [write] * 2 + [torch_write]
+    threads = [threading.Thread(target=loop, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert m.steps > 0
+    assert m.total() == pytest.approx(expected, rel=1e-6)  # writes of 0 and x 1.0
