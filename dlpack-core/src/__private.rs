@@ -9,7 +9,7 @@ pub use std::string::String;
 pub use crate::batch::TensorBatch;
 pub use crate::error::Result;
 pub use crate::traits::{
-    Found, FromDLPack, LoadReport, Problems, Selection, TensorField, TensorFields, ToDLPack,
+    Found, FromDLPack, LoadReport, Problems, Selection, TensorField, TensorFieldsOf, ToDLPack,
     join_name, push_segment, split_path,
 };
 

@@ -132,7 +132,8 @@ pub use dtype::{DataType, Element};
 pub use error::{Error, Result};
 pub use tensor::{ByteSpan, ManagedTensor, ReadOnlyLegacyError};
 pub use traits::{
-    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFields, ToDLPack,
+    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFields, TensorFieldsOf,
+    ToDLPack,
 };
 
 #[cfg(feature = "ndarray")]

@@ -68,7 +68,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
     )
 }
 
-/// `TensorFields<__M>` for the struct: its exchanged fields by reference, by name (a
+/// `TensorFieldsOf<__M>` (hence `TensorFields`) for the struct: its exchanged fields by reference, by name (a
 /// model shared with Python). Generic over `__M` so that its bounds (every field type
 /// implements it) are never trivially false: where they do not hold, the impl does not
 /// apply, and the struct still compiles. Skipped fields and fields exchanged through a
@@ -92,7 +92,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
             let ty = field.ty;
             where_clause
                 .predicates
-                .push(parse_quote!(#ty: #private::TensorFields<__M>));
+                .push(parse_quote!(#ty: #private::TensorFieldsOf<__M>));
         }
     }
     let (impl_generics, _, where_clause) = generics.split_for_impl();
@@ -101,13 +101,13 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         if field.is_flattened() {
             quote! {
-                <#ty as #private::TensorFields<__M>>::visit_tensors(&self.#member, __name, __visit);
+                <#ty as #private::TensorFieldsOf<__M>>::visit_tensors(&self.#member, __name, __visit);
             }
         } else {
             let name = field.name();
             quote! {
                 let __len = #private::push_segment(__name, #name);
-                <#ty as #private::TensorFields<__M>>::visit_tensors(&self.#member, __name, __visit);
+                <#ty as #private::TensorFieldsOf<__M>>::visit_tensors(&self.#member, __name, __visit);
                 __name.truncate(__len);
             }
         }
@@ -119,14 +119,14 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         let name = field.name();
         quote! {
-            #name => return <#ty as #private::TensorFields<__M>>::find_tensor(&self.#member, __rest),
+            #name => return <#ty as #private::TensorFieldsOf<__M>>::find_tensor(&self.#member, __rest),
         }
     });
     let find_flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
         quote! {
-            match <#ty as #private::TensorFields<__M>>::find_tensor(&self.#member, __path) {
+            match <#ty as #private::TensorFieldsOf<__M>>::find_tensor(&self.#member, __path) {
                 #private::Found::Nothing => {}
                 __found => return __found,
             }
@@ -137,7 +137,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         let name = field.name();
         quote! {
-            #name => return <#ty as #private::TensorFields<__M>>::find_tensor_mut(&mut self.#member, __rest),
+            #name => return <#ty as #private::TensorFieldsOf<__M>>::find_tensor_mut(&mut self.#member, __rest),
         }
     });
     let find_mut_flat = flattened.iter().map(|field| {
@@ -145,7 +145,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         quote! {
             if let #private::Some(__found) =
-                <#ty as #private::TensorFields<__M>>::find_tensor_mut(&mut self.#member, __path)
+                <#ty as #private::TensorFieldsOf<__M>>::find_tensor_mut(&mut self.#member, __path)
             {
                 return #private::Some(__found);
             }
@@ -189,7 +189,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
     quote! {
         #[automatically_derived]
         #[allow(unused_qualifications, unknown_lints, private_bounds)]
-        impl #impl_generics #private::TensorFields<__M> for #ident #ty_generics #where_clause {
+        impl #impl_generics #private::TensorFieldsOf<__M> for #ident #ty_generics #where_clause {
             fn visit_tensors(&self, #visit_args) {
                 #(#visits)*
             }

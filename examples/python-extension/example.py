@@ -19,6 +19,13 @@ i = np.from_dlpack(ext.eye(3))
 assert (i == np.eye(3, dtype=np.float32)).all()
 assert isinstance(ext.eye(2), ext.Tensor)
 
+# A Rust model as a Python object: attributes NumPy views in place, and setters.
+m = ext.Mlp(3, 4, 2)
+assert np.from_dlpack(m.fc2.weight).shape == (2, 4)
+m.fc1.bias = np.full(4, 0.5, dtype=np.float32)  # checked: dtype and shape
+assert (np.from_dlpack(m.fc1.bias) == 0.5).all()
+assert list(m.state_dict()) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+
 # In place, in NumPy's memory.
 v = np.ones(4, dtype=np.float32)
 ext.scale(2.5, v)
@@ -31,23 +38,43 @@ except ImportError:
     print("(PyTorch is not installed: its part is skipped)")
 
 if torch is not None:
-    # A model made in Rust, as a PyTorch state_dict over the same memory.
-    state = {k: torch.from_dlpack(t) for k, t in ext.init_model(4, 8, 2).items()}
-    net = torch.nn.Sequential()
-    net.fc1, net.relu, net.fc2 = torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
-    net.load_state_dict(state, assign=True)  # assign: run on the Rust memory itself
+    # A Rust model as a Python object: its tensors are attributes, the Rust memory.
+    m = ext.Mlp(4, 8, 2)
+    w = torch.from_dlpack(m.fc1.weight)
+    assert w.shape == (8, 4)
+
+    def torch_mlp():
+        net = torch.nn.Sequential()
+        net.fc1, net.relu, net.fc2 = torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
+        return net
+
+    # Its state_dict as a PyTorch module's parameters, with no copy (assign=True).
+    net = torch_mlp()
+    net.load_state_dict({k: torch.from_dlpack(v) for k, v in m.state_dict().items()}, assign=True)
+    assert net.fc1.weight.data_ptr() == w.data_ptr()
     x = torch.arange(4, dtype=torch.float32)
-    expected = net(x)
-    # ... and back into Rust, from PyTorch's own state_dict.
-    y = torch.from_dlpack(ext.forward(net.state_dict(), x))
-    assert torch.allclose(y, expected.detach())
-    # Saved as a checkpoint in shards (the layout `transformers` writes), loaded back.
+    assert torch.allclose(torch.from_dlpack(m.forward(x)), net(x).detach())
+    # A PyTorch optimizer step on that module is what the next Rust forward reads.
+    before = torch.from_dlpack(m.forward(x)).clone()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    net(x).square().sum().backward()
+    opt.step()
+    y = torch.from_dlpack(m.forward(x))
+    assert not torch.allclose(y, before) and torch.allclose(y, net(x).detach())
+    # ... and back: another module's own tensors loaded into the Rust model.
+    other = torch_mlp()
+    m.load_state_dict(other.state_dict())
+    assert torch.allclose(torch.from_dlpack(m.forward(x)), other(x).detach())
+    # Saved as a checkpoint in shards (the layout `transformers` writes), loaded back as
+    # a new model in one call.
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
-        ext.save_checkpoint(net.state_dict(), folder, 100)
+        m.save(folder, 100)
+        n = ext.Mlp.load(folder)
         loaded = {k: torch.from_dlpack(t) for k, t in ext.load_checkpoint(folder).items()}
-    assert all(torch.equal(loaded[k], v) for k, v in net.state_dict().items())
+    assert torch.allclose(torch.from_dlpack(n.forward(x)), other(x).detach())
+    assert all(torch.equal(loaded[k], v) for k, v in other.state_dict().items())
     # In place, in PyTorch's memory.
     t = torch.ones(3)
     ext.scale(4.0, t)

@@ -43,7 +43,7 @@ use std::fmt::Write as _;
 use pyo3::exceptions::{PyAttributeError, PyIndexError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 use pyo3::{PyClass, intern};
 
 use crate::batch::TensorBatch;
@@ -162,8 +162,9 @@ fn set<T: PyModel>(
     // Another field's tensor (or this one's): its buffer, shared (tied weights).
     if let Ok(ours) = value.cast::<Tensor>() {
         let mut this = model.try_borrow_mut()?;
-        if let Some(field) = this.find_tensor_mut(path)
-            && field.tie(ours.get().tensor())
+        if this
+            .find_tensor_mut(path)
+            .is_some_and(|field| field.tie(ours.get().tensor()))
         {
             return Ok(Assigned::Tensor);
         }
@@ -206,9 +207,7 @@ fn visit_under<T: TensorFields + ?Sized>(
     value.visit_tensors(&mut name, &mut |full, field| {
         if prefix.is_empty() {
             f(full, field);
-        } else if let Some(rest) = full.strip_prefix(prefix)
-            && let Some(rest) = rest.strip_prefix('.')
-        {
+        } else if let Some(rest) = full.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) {
             f(rest, field);
         }
     });
@@ -257,7 +256,12 @@ pub fn getattr<T: PyModel>(
     name: &Bound<'_, PyString>,
 ) -> PyResult<Py<PyAny>> {
     let key = name.to_cow()?;
-    match get(model, &key)? {
+    let found = if is_segment(&key) {
+        get(model, &key)?
+    } else {
+        None
+    };
+    match found {
         Some(found) => Ok(found),
         None => Err(no_attribute(model.as_any(), &key)),
     }
@@ -272,6 +276,12 @@ fn no_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyErr {
     PyAttributeError::new_err(format!("'{type_name}' object has no attribute '{name}'"))
 }
 
+/// Whether `name` can be one segment of a tensor name: not empty, no `.` (an attribute
+/// names one field, item or key; `getattr(m, "fc1.weight")` is not `m.fc1.weight`).
+fn is_segment(name: &str) -> bool {
+    !name.is_empty() && !name.contains('.')
+}
+
 /// `setattr(model, name, value)`: a tensor field takes any DLPack producer's tensor
 /// ([`TensorField::replace`]: the field's dtype, rank and shape; without a copy when the
 /// value is another field's tensor, with one copy otherwise); any other name is set as
@@ -282,7 +292,12 @@ pub fn setattr<T: PyModel>(
     value: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     let key = name.to_cow()?;
-    match set(model, &key, value)? {
+    let assigned = if is_segment(&key) {
+        set(model, &key, value)?
+    } else {
+        Assigned::Nothing
+    };
+    match assigned {
         Assigned::Tensor => Ok(()),
         Assigned::Group => Err(group_assignment(&key)),
         Assigned::Nothing => generic_set(model.as_any(), name, Some(value)),
@@ -344,7 +359,7 @@ fn group_assignment(path: &str) -> PyErr {
 /// other name goes to `object.__delattr__`.
 pub fn delattr<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyResult<()> {
     let key = name.to_cow()?;
-    let found = {
+    let found = is_segment(&key) && {
         let this = model.try_borrow()?;
         !matches!(this.find_tensor(&key), Found::Nothing)
     };
@@ -547,6 +562,9 @@ impl ModelView {
     }
 
     fn member(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
+        if !is_segment(name) {
+            return Ok(None);
+        }
         (self.ops.get)(self.root.bind(py), &self.path(name))
     }
 }
@@ -569,14 +587,19 @@ impl ModelView {
         name: &Bound<'_, PyString>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let path = self.path(&name.to_cow()?);
-        match (self.ops.set)(self.root.bind(py), &path, value)? {
+        let name = name.to_cow()?;
+        let path = self.path(&name);
+        let assigned = if is_segment(&name) {
+            (self.ops.set)(self.root.bind(py), &path, value)?
+        } else {
+            Assigned::Nothing
+        };
+        match assigned {
             Assigned::Tensor => Ok(()),
             Assigned::Group => Err(group_assignment(&path)),
             Assigned::Nothing => Err(PyAttributeError::new_err(format!(
-                "'{}' has no tensor named '{}'",
-                self.prefix,
-                name.to_cow()?
+                "'{}' has no tensor named '{name}'",
+                self.prefix
             ))),
         }
     }
@@ -589,16 +612,25 @@ impl ModelView {
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let name = if let Ok(index) = key.extract::<isize>() {
-            let len = self.members(py)?.len() as isize;
-            let i = if index < 0 { index + len } else { index };
-            if i < 0 || i >= len {
-                return Err(PyIndexError::new_err(format!(
-                    "index {index} out of range for '{}' of {len} items",
-                    self.prefix
-                )));
+        let name = if key.is_instance_of::<PyInt>() {
+            let len = self.members(py)?.len();
+            let resolved = key.extract::<isize>().ok().and_then(|index| {
+                let i = if index < 0 {
+                    index.checked_add_unsigned(len)?
+                } else {
+                    index
+                };
+                usize::try_from(i).ok().filter(|&i| i < len)
+            });
+            match resolved {
+                Some(i) => i.to_string(),
+                None => {
+                    return Err(PyIndexError::new_err(format!(
+                        "index {key} out of range for '{}' of {len} items",
+                        self.prefix
+                    )));
+                }
             }
-            i.to_string()
         } else if let Ok(key) = key.cast::<PyString>() {
             key.to_cow()?.into_owned()
         } else {

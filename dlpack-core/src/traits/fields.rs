@@ -54,12 +54,12 @@ pub trait TensorField {
 /// (`fc1.weight`, `layers.3.bias`): the Python model class of
 /// [`pymodel`](crate::pymodel) reads and replaces them through this trait.
 ///
-/// `#[derive(ToDLPack)]` implements it for every struct, for use wherever every
-/// exchanged field implements it (fields exchanged through a `with` module, and skipped
-/// fields, are left out); this crate implements it for `ArcArray` (feature `ndarray`),
-/// `Option`, `Vec`, `Box`, and maps with `String` keys. The parameter `M` is only there
-/// so that the derived impl can ask this of its fields' types without failing to
-/// compile where they do not have it; use the default.
+/// `#[derive(ToDLPack)]` provides it for every struct whose exchanged fields all have it
+/// (fields exchanged through a `with` module, and skipped fields, are left out); this
+/// crate provides it for `ArcArray` (feature `ndarray`), `Option`, `Vec`, `Box`, and
+/// maps with `String` keys. It is implemented through [`TensorFieldsOf`], which the
+/// derive implements for every struct (an impl that applies only where the fields have
+/// it); implement that one for a container of your own.
 ///
 /// # Why `ArcArray`
 ///
@@ -70,14 +70,14 @@ pub trait TensorField {
 /// `ArcArray` whose buffer is shared copies the buffer first (copy-on-write). An `Array`
 /// field cannot be shared: its buffer is freed with the field.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be shared with Python as a model's tensor",
+    message = "`{Self}` cannot be shared with Python as a model's tensors",
     label = "not an `ArcArray`, or a struct deriving `ToDLPack` whose fields all are",
     note = "a model shared with Python keeps its arrays as ndarray's `ArcArray` \
             (`ArcArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, and \
             Rust's writes copy it first while Python holds it (copy-on-write); an `Array` \
             would free its buffer under Python's view"
 )]
-pub trait TensorFields<M: ?Sized = ()> {
+pub trait TensorFields {
     /// Calls `visit` with the name and the field of every tensor of the value, in the
     /// order [`ToDLPack`](crate::ToDLPack) exports them. `name` holds the prefix on
     /// entry (empty at the top level) and again on return.
@@ -87,6 +87,41 @@ pub trait TensorFields<M: ?Sized = ()> {
     fn find_tensor(&self, path: &str) -> Found<'_>;
 
     /// The tensor field that `path` names, for replacement.
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField>;
+}
+
+impl<T: TensorFieldsOf<()> + ?Sized> TensorFields for T {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        TensorFieldsOf::visit_tensors(self, name, visit);
+    }
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        TensorFieldsOf::find_tensor(self, path)
+    }
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        TensorFieldsOf::find_tensor_mut(self, path)
+    }
+}
+
+/// What implements [`TensorFields`], with the methods of the same names: the parameter
+/// `M` is only there so that a derived impl can ask it of its fields' types without
+/// failing to compile where they do not have it (a bound that names no parameter would
+/// be an error); implement it for every `M`, and let the fields' impls do the rest.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be shared with Python as a model's tensors",
+    label = "not an `ArcArray`, or a struct deriving `ToDLPack` whose fields all are",
+    note = "a model shared with Python keeps its arrays as ndarray's `ArcArray` \
+            (`ArcArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, and \
+            Rust's writes copy it first while Python holds it (copy-on-write); an `Array` \
+            would free its buffer under Python's view"
+)]
+pub trait TensorFieldsOf<M: ?Sized> {
+    /// [`TensorFields::visit_tensors`].
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField));
+
+    /// [`TensorFields::find_tensor`].
+    fn find_tensor(&self, path: &str) -> Found<'_>;
+
+    /// [`TensorFields::find_tensor_mut`].
     fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField>;
 }
 
@@ -110,7 +145,7 @@ pub fn split_path(path: &str) -> (&str, &str) {
     }
 }
 
-impl<T: TensorFields<M>, M: ?Sized> TensorFields<M> for Option<T> {
+impl<T: TensorFieldsOf<M>, M: ?Sized> TensorFieldsOf<M> for Option<T> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         if let Some(value) = self {
             value.visit_tensors(name, visit);
@@ -127,7 +162,7 @@ impl<T: TensorFields<M>, M: ?Sized> TensorFields<M> for Option<T> {
     }
 }
 
-impl<T: TensorFields<M> + ?Sized, M: ?Sized> TensorFields<M> for Box<T> {
+impl<T: TensorFieldsOf<M> + ?Sized, M: ?Sized> TensorFieldsOf<M> for Box<T> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         (**self).visit_tensors(name, visit);
     }
@@ -151,7 +186,7 @@ fn index(segment: &str) -> Option<usize> {
     segment.parse().ok()
 }
 
-impl<T: TensorFields<M>, M: ?Sized> TensorFields<M> for Vec<T> {
+impl<T: TensorFieldsOf<M>, M: ?Sized> TensorFieldsOf<M> for Vec<T> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         let mut digits = itoa_buffer();
         for (i, item) in self.iter().enumerate() {
@@ -193,7 +228,7 @@ fn format_index(buffer: &mut String, i: usize) -> &str {
 /// key in the order `iter` gives (sorted for the `HashMap`, as its export is).
 macro_rules! map_fields {
     (impl[$($generics:tt)*] for $ty:ty { |$map:ident| $entries:expr }) => {
-        impl<$($generics)*> TensorFields<M> for $ty {
+        impl<$($generics)*> TensorFieldsOf<M> for $ty {
             fn visit_tensors(
                 &self,
                 name: &mut String,
@@ -225,11 +260,11 @@ macro_rules! map_fields {
 }
 
 map_fields! {
-    impl[T: TensorFields<M>, M: ?Sized] for BTreeMap<String, T> { |map| map.iter() }
+    impl[T: TensorFieldsOf<M>, M: ?Sized] for BTreeMap<String, T> { |map| map.iter() }
 }
 
 map_fields! {
-    impl[T: TensorFields<M>, M: ?Sized, H: BuildHasher] for HashMap<String, T, H> {
+    impl[T: TensorFieldsOf<M>, M: ?Sized, H: BuildHasher] for HashMap<String, T, H> {
         |map| {
             let mut entries: Vec<(&String, &T)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));

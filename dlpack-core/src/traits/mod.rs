@@ -16,7 +16,7 @@ use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
-pub use fields::{Found, TensorField, TensorFields, push_segment, split_path};
+pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf, push_segment, split_path};
 pub use load::LoadReport;
 pub use load::Problems;
 #[cfg(feature = "safetensors")]

@@ -51,4 +51,129 @@ const _: () = {
             _dlpack::__private::Ok(())
         }
     }
+    #[automatically_derived]
+    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    impl<
+        'a,
+        T: Element,
+        D,
+        __M: ?::core::marker::Sized,
+    > _dlpack::__private::TensorFieldsOf<__M> for Model<'a, T, D>
+    where
+        D: Dimension,
+        Array<T, D>: _dlpack::__private::TensorFieldsOf<__M>,
+        Option<Array1<T>>: _dlpack::__private::TensorFieldsOf<__M>,
+        Head: _dlpack::__private::TensorFieldsOf<__M>,
+        Vec<Layer<T>>: _dlpack::__private::TensorFieldsOf<__M>,
+    {
+        fn visit_tensors(
+            &self,
+            __name: &mut _dlpack::__private::String,
+            __visit: &mut dyn ::core::ops::FnMut(
+                &str,
+                &dyn _dlpack::__private::TensorField,
+            ),
+        ) {
+            let __len = _dlpack::__private::push_segment(__name, "weight");
+            <Array<
+                T,
+                D,
+            > as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::visit_tensors(&self.weight, __name, __visit);
+            __name.truncate(__len);
+            let __len = _dlpack::__private::push_segment(__name, "b");
+            <Option<
+                Array1<T>,
+            > as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::visit_tensors(&self.bias, __name, __visit);
+            __name.truncate(__len);
+            <Head as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::visit_tensors(&self.head, __name, __visit);
+            let __len = _dlpack::__private::push_segment(__name, "layers");
+            <Vec<
+                Layer<T>,
+            > as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::visit_tensors(&self.layers, __name, __visit);
+            __name.truncate(__len);
+        }
+        fn find_tensor(&self, __path: &str) -> _dlpack::__private::Found<'_> {
+            if __path.is_empty() {
+                return _dlpack::__private::Found::Group;
+            }
+            let (__head, __rest) = _dlpack::__private::split_path(__path);
+            match __head {
+                "weight" => {
+                    return <Array<
+                        T,
+                        D,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor(&self.weight, __rest);
+                }
+                "b" => {
+                    return <Option<
+                        Array1<T>,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor(&self.bias, __rest);
+                }
+                "layers" => {
+                    return <Vec<
+                        Layer<T>,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor(&self.layers, __rest);
+                }
+                _ => {}
+            }
+            match <Head as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::find_tensor(&self.head, __path) {
+                _dlpack::__private::Found::Nothing => {}
+                __found => return __found,
+            }
+            _dlpack::__private::Found::Nothing
+        }
+        fn find_tensor_mut(
+            &mut self,
+            __path: &str,
+        ) -> _dlpack::__private::Option<&mut dyn _dlpack::__private::TensorField> {
+            let (__head, __rest) = _dlpack::__private::split_path(__path);
+            match __head {
+                "weight" => {
+                    return <Array<
+                        T,
+                        D,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor_mut(&mut self.weight, __rest);
+                }
+                "b" => {
+                    return <Option<
+                        Array1<T>,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor_mut(&mut self.bias, __rest);
+                }
+                "layers" => {
+                    return <Vec<
+                        Layer<T>,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor_mut(&mut self.layers, __rest);
+                }
+                _ => {}
+            }
+            if let _dlpack::__private::Some(__found) = <Head as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::find_tensor_mut(&mut self.head, __path) {
+                return _dlpack::__private::Some(__found);
+            }
+            _dlpack::__private::None
+        }
+    }
 };

@@ -28,4 +28,62 @@ const _: () = {
             _dlpack::__private::Ok(())
         }
     }
+    #[automatically_derived]
+    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    impl<T, __M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M>
+    for Pair<T>
+    where
+        Array1<T>: _dlpack::__private::TensorFieldsOf<__M>,
+    {
+        fn visit_tensors(
+            &self,
+            __name: &mut _dlpack::__private::String,
+            __visit: &mut dyn ::core::ops::FnMut(
+                &str,
+                &dyn _dlpack::__private::TensorField,
+            ),
+        ) {
+            let __len = _dlpack::__private::push_segment(__name, "0");
+            <Array1<
+                T,
+            > as _dlpack::__private::TensorFieldsOf<
+                __M,
+            >>::visit_tensors(&self.0, __name, __visit);
+            __name.truncate(__len);
+        }
+        fn find_tensor(&self, __path: &str) -> _dlpack::__private::Found<'_> {
+            if __path.is_empty() {
+                return _dlpack::__private::Found::Group;
+            }
+            let (__head, __rest) = _dlpack::__private::split_path(__path);
+            match __head {
+                "0" => {
+                    return <Array1<
+                        T,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor(&self.0, __rest);
+                }
+                _ => {}
+            }
+            _dlpack::__private::Found::Nothing
+        }
+        fn find_tensor_mut(
+            &mut self,
+            __path: &str,
+        ) -> _dlpack::__private::Option<&mut dyn _dlpack::__private::TensorField> {
+            let (__head, __rest) = _dlpack::__private::split_path(__path);
+            match __head {
+                "0" => {
+                    return <Array1<
+                        T,
+                    > as _dlpack::__private::TensorFieldsOf<
+                        __M,
+                    >>::find_tensor_mut(&mut self.0, __rest);
+                }
+                _ => {}
+            }
+            _dlpack::__private::None
+        }
+    }
 };

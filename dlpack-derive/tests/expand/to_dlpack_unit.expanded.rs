@@ -18,4 +18,25 @@ const _: () = {
             _dlpack::__private::Ok(())
         }
     }
+    #[automatically_derived]
+    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    impl<__M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M> for Empty {
+        fn visit_tensors(
+            &self,
+            _: &mut _dlpack::__private::String,
+            _: &mut dyn ::core::ops::FnMut(&str, &dyn _dlpack::__private::TensorField),
+        ) {}
+        fn find_tensor(&self, __path: &str) -> _dlpack::__private::Found<'_> {
+            if __path.is_empty() {
+                return _dlpack::__private::Found::Group;
+            }
+            _dlpack::__private::Found::Nothing
+        }
+        fn find_tensor_mut(
+            &mut self,
+            _: &str,
+        ) -> _dlpack::__private::Option<&mut dyn _dlpack::__private::TensorField> {
+            _dlpack::__private::None
+        }
+    }
 };

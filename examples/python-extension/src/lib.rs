@@ -1,7 +1,7 @@
 //! A Python extension that shares arrays with NumPy, PyTorch and JAX through DLPack,
-//! without copies: typed arguments, returned arrays, a model's weights as a `dict`,
-//! checkpoints saved and loaded in the layout `transformers` uses, and an in-place
-//! function.
+//! without copies: typed arguments, returned arrays, a Rust model as a Python object
+//! (its tensors as attributes, `state_dict`, `load_state_dict`), checkpoints saved and
+//! loaded in the layout `transformers` uses, and an in-place function.
 
 use pyo3::prelude::*;
 
@@ -10,22 +10,71 @@ mod dlpack_example {
     use std::path::PathBuf;
 
     use dlpack_core::safetensors::Checkpoint;
-    use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
-    use ndarray::{Array1, Array2, Ix1, Ix2};
+    use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, TensorBatch, ToDLPack, pymodel};
+    use ndarray::{ArcArray1, ArcArray2, Array1, Array2, ArrayView1, Ix1, Ix2};
     use pyo3::prelude::*;
 
-    /// `y = W x + b`, named as PyTorch's `nn.Linear` names its parameters.
-    #[derive(ToDLPack, FromDLPack)]
+    /// `y = W x + b`, named as PyTorch's `nn.Linear` names its parameters. The arrays are
+    /// `ArcArray`s, shared with Python without a copy (see `Mlp`).
+    #[derive(Clone, ToDLPack, FromDLPack)]
     struct Linear {
-        weight: Array2<f32>,
-        bias: Array1<f32>,
+        weight: ArcArray2<f32>,
+        bias: ArcArray1<f32>,
     }
 
-    /// Two layers: `fc1.weight`, `fc1.bias`, `fc2.weight`, `fc2.bias`.
-    #[derive(ToDLPack, FromDLPack)]
+    impl Linear {
+        fn apply(&self, x: ArrayView1<'_, f32>) -> Array1<f32> {
+            self.weight.dot(&x) + &self.bias
+        }
+    }
+
+    /// A model kept in Rust between calls, as a Python object: `m.fc1.weight` is the
+    /// field's own memory (NumPy, PyTorch and JAX import it without a copy), `m.fc1.weight
+    /// = t` sets it, and `state_dict()` / `load_state_dict()` are PyTorch's. The line that
+    /// does it is `#[pymodel]` on the methods block.
+    #[pyclass]
+    #[derive(Clone, ToDLPack, FromDLPack)]
     struct Mlp {
         fc1: Linear,
         fc2: Linear,
+    }
+
+    #[pymodel]
+    #[pymethods]
+    impl Mlp {
+        /// A model made in Rust.
+        #[new]
+        fn new(inputs: usize, hidden: usize, outputs: usize) -> Self {
+            let layer = |i: usize, o: usize| Linear {
+                weight: ArcArray2::from_shape_fn((o, i), |(r, c)| ((r + c) % 7) as f32 / 10.0),
+                bias: ArcArray1::zeros(o),
+            };
+            Self {
+                fc1: layer(inputs, hidden),
+                fc2: layer(hidden, outputs),
+            }
+        }
+
+        /// `Mlp.load(path)`: a checkpoint (a folder, its index, or one `.safetensors`
+        /// file), reading only the tensors `Mlp` takes.
+        #[staticmethod]
+        fn load(path: PathBuf) -> PyResult<Self> {
+            Ok(Checkpoint::open(path)?.load::<Self>()?)
+        }
+
+        /// Saves the model as a checkpoint folder, the layout `save_pretrained` writes.
+        fn save(&self, folder: PathBuf, max_shard_bytes: u64) -> PyResult<()> {
+            let mut state = self.clone().to_dlpack()?; // `ArcArray`s: no copy
+            state.metadata_mut().insert("format".into(), "pt".into());
+            Ok(state.write_checkpoint(folder, max_shard_bytes)?)
+        }
+
+        /// The output for `x`, from the weights as they are now (Python's in-place
+        /// writes, such as an optimizer step, included).
+        fn forward(&self, x: DLPackArray<f32, Ix1>) -> PyResult<ManagedTensor> {
+            let h = self.fc1.apply(x.view()).mapv(|v| v.max(0.0));
+            Ok(self.fc2.apply(h.view()).to_dlpack()?)
+        }
     }
 
     /// The sum of any float32 matrix (NumPy, PyTorch, JAX, ...), read in place. Anything
@@ -39,30 +88,6 @@ mod dlpack_example {
     #[pyfunction]
     fn eye(n: usize) -> PyResult<ManagedTensor> {
         Ok(Array2::<f32>::eye(n).to_dlpack()?)
-    }
-
-    /// A model made in Rust, as a `dict` of tensors that `torch.from_dlpack` takes.
-    #[pyfunction]
-    fn init_model(inputs: usize, hidden: usize, outputs: usize) -> PyResult<TensorBatch> {
-        let layer = |i: usize, o: usize| Linear {
-            weight: Array2::from_shape_fn((o, i), |(r, c)| ((r + c) % 7) as f32 / 10.0),
-            bias: Array1::zeros(o),
-        };
-        let model = Mlp {
-            fc1: layer(inputs, hidden),
-            fc2: layer(hidden, outputs),
-        };
-        Ok(model.to_dlpack()?)
-    }
-
-    /// The model from a `dict` (a PyTorch `state_dict`, ...), strictly: every missing,
-    /// unexpected or mismatched tensor is named in one error. Returns its output for `x`.
-    #[pyfunction]
-    fn forward(state: TensorBatch, x: DLPackArray<f32, Ix1>) -> PyResult<ManagedTensor> {
-        let model = Mlp::from_dlpack(state)?;
-        let h = (model.fc1.weight.dot(&x.view()) + &model.fc1.bias).mapv(|v| v.max(0.0));
-        let y = model.fc2.weight.dot(&h) + &model.fc2.bias;
-        Ok(y.to_dlpack()?)
     }
 
     /// Saves any `dict` of tensors (a `state_dict`, ...) as a checkpoint folder, the
@@ -99,7 +124,8 @@ mod dlpack_example {
         Ok(())
     }
 
-    /// Adds the `Tensor` class (for `isinstance`), named `dlpack_example.Tensor`.
+    /// Adds the `Tensor` class (for `isinstance`), named `dlpack_example.Tensor`, and the
+    /// model's `ModelView` and `IncompatibleKeys`.
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         dlpack_core::python::add_to_module(m)

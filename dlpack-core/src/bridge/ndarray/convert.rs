@@ -18,7 +18,7 @@ use crate::ffi::{
 };
 use crate::tensor::{Desc, ManagedTensor, build};
 use crate::traits::{
-    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFields, ToDLPack,
+    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFieldsOf, ToDLPack,
     leaf_from, leaf_into, leaf_load,
 };
 
@@ -516,7 +516,7 @@ impl<A: Element, D: Dimension + 'static> TensorField for ArcArray<A, D> {
     }
 }
 
-impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFields<M> for ArcArray<A, D> {
+impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for ArcArray<A, D> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         visit(name, self);
     }
