@@ -9,7 +9,7 @@
 //! # The sharing rule
 //!
 //! A model's tensor fields are ndarray `ArcArray`s (see
-//! [`TensorFields`](crate::TensorFields)), and a tensor read from Python shares the
+//! [`TensorFields`]), and a tensor read from Python shares the
 //! field's buffer:
 //!
 //! - **Python's views are writable and write the struct**: `m.fc1.weight`, and every
@@ -71,8 +71,11 @@ impl<T> PyModel for T where
 
 /// The operations of one model class, for the [`ModelView`]s of its groups (which are
 /// of one Python class for every model, so they reach the model through these).
+/// A tensor or a group found by name, as a Python object; `None` when there is none.
+type Member = PyResult<Option<Py<PyAny>>>;
+
 struct Ops {
-    get: fn(&Bound<'_, PyAny>, &str) -> PyResult<Option<Py<PyAny>>>,
+    get: fn(&Bound<'_, PyAny>, &str) -> Member,
     set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<Assigned>,
     entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<Entry>>,
     state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
@@ -109,7 +112,7 @@ enum Assigned {
 }
 
 /// The tensor, or the group of tensors, that `path` names in the model, as a Python
-/// object: a [`Tensor`](super::Tensor) sharing the field's memory, or a [`ModelView`].
+/// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
 fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
     let py = model.py();
     let found = {
@@ -249,7 +252,7 @@ fn state_dict_under<'py, T: PyModel>(
 }
 
 /// `getattr(model, name)` for a name that is not an attribute of the class: a tensor
-/// (a [`Tensor`](super::Tensor) sharing the field's memory) or a group of tensors (a
+/// (a [`Tensor`] sharing the field's memory) or a group of tensors (a
 /// [`ModelView`]); else `AttributeError`, as Python words it.
 pub fn getattr<T: PyModel>(
     model: &Bound<'_, T>,
@@ -262,7 +265,10 @@ pub fn getattr<T: PyModel>(
         None
     };
     match found {
-        Some(found) => Ok(found),
+        Some(found) => {
+            install(model.as_any(), name, Some(&OpsOf::<T>::OPS))?;
+            Ok(found)
+        }
         None => Err(no_attribute(model.as_any(), &key)),
     }
 }
@@ -274,6 +280,85 @@ fn no_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyErr {
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "object".to_owned());
     PyAttributeError::new_err(format!("'{type_name}' object has no attribute '{name}'"))
+}
+
+/// Makes `name` (a tensor or group the model has just been found to have) an attribute
+/// of the model's class, a [`TensorAttribute`], unless the class has that name already:
+/// the next read of it goes straight to the field, with no failed lookup first (what
+/// `__getattr__` costs). Each name is installed once, by its first read.
+fn install(
+    model: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyString>,
+    ops: Option<&'static Ops>,
+) -> PyResult<()> {
+    let class = model.get_type();
+    if class.getattr_opt(name)?.is_some() {
+        return Ok(());
+    }
+    let attribute = TensorAttribute {
+        name: name.to_cow()?.into_owned(),
+        ops,
+    };
+    class.setattr(name, Bound::new(model.py(), attribute)?)
+}
+
+/// A tensor or group of tensors of a model class, as an attribute of the class (a data
+/// descriptor): `m.fc1` reads the model's current struct. Installed by the first read
+/// of each name, on the model's class (with its operations) or on [`ModelView`] (without:
+/// each view knows its model).
+#[pyclass(module = "dlpack_core", name = "TensorAttribute", frozen)]
+pub struct TensorAttribute {
+    name: String,
+    ops: Option<&'static Ops>,
+}
+
+impl TensorAttribute {
+    fn get(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        match self.ops {
+            Some(ops) => (ops.get)(obj, &self.name),
+            None => obj.cast::<ModelView>()?.get().member(obj.py(), &self.name),
+        }
+    }
+
+    fn set(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<Assigned> {
+        match self.ops {
+            Some(ops) => (ops.set)(obj, &self.name, value),
+            None => {
+                let view = obj.cast::<ModelView>()?.get();
+                (view.ops.set)(view.root.bind(obj.py()), &view.path(&self.name), value)
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl TensorAttribute {
+    fn __get__(
+        slf: &Bound<'_, Self>,
+        obj: Option<&Bound<'_, PyAny>>,
+        _owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let Some(obj) = obj.filter(|o| !o.is_none()) else {
+            return Ok(slf.clone().into_any().unbind());
+        };
+        this.get(obj)?.ok_or_else(|| no_attribute(obj, &this.name))
+    }
+
+    fn __set__(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        match self.set(obj, value)? {
+            Assigned::Tensor => Ok(()),
+            Assigned::Group => Err(group_assignment(&self.name)),
+            Assigned::Nothing => Err(no_attribute(obj, &self.name)),
+        }
+    }
+
+    fn __delete__(&self, _obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "cannot delete '{}': a model's tensors are fields of its Rust struct",
+            self.name
+        )))
+    }
 }
 
 /// Whether `name` can be one segment of a tensor name: not empty, no `.` (an attribute
@@ -411,7 +496,7 @@ fn format_entries(name: &str, entries: &[Entry]) -> String {
 }
 
 /// `model.state_dict(prefix="")`: a `dict` of every tensor by its `state_dict` name
-/// (with `prefix` before each), each a [`Tensor`](super::Tensor) sharing the field's
+/// (with `prefix` before each), each a [`Tensor`] sharing the field's
 /// memory, in the order [`ToDLPack`](crate::ToDLPack) exports them.
 /// `torch.from_dlpack` of each is a PyTorch `state_dict` over the same memory.
 pub fn state_dict<'py, T: PyModel>(
@@ -571,14 +656,19 @@ impl ModelView {
 
 #[pymethods]
 impl ModelView {
-    fn __getattr__(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
-        let name = name.to_cow()?;
-        self.member(py, &name)?.ok_or_else(|| {
-            PyAttributeError::new_err(format!(
-                "'{}' has no tensor or group named '{name}'",
-                self.prefix
-            ))
-        })
+    fn __getattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let key = name.to_cow()?;
+        match this.member(slf.py(), &key)? {
+            Some(found) => {
+                install(slf.as_any(), name, None)?;
+                Ok(found)
+            }
+            None => Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor or group named '{key}'",
+                this.prefix
+            ))),
+        }
     }
 
     fn __setattr__(

@@ -38,7 +38,7 @@ pub trait TensorField {
     fn share(&self) -> Result<ManagedTensor>;
 
     /// Replaces the field's value by `tensor`, which must have the field's dtype, rank and
-    /// shape (the errors of [`DLPackArray`](crate::DLPackArray)'s checks, and
+    /// shape (the errors of `DLPackArray`'s checks, and
     /// [`Error::ShapeMismatch`](crate::Error::ShapeMismatch)). Without a copy when the
     /// tensor is a writable share of such a field (the two then share one buffer, as
     /// tied weights do), with one copy otherwise. The tensor is consumed either way.
@@ -51,8 +51,8 @@ pub trait TensorField {
 }
 
 /// A value's tensors by reference, named as [`ToDLPack`](crate::ToDLPack) names them
-/// (`fc1.weight`, `layers.3.bias`): the Python model class of
-/// [`pymodel`](crate::pymodel) reads and replaces them through this trait.
+/// (`fc1.weight`, `layers.3.bias`): the Python model class of `#[pymodel]` (features
+/// `pyo3` and `derive`) reads and replaces them through this trait.
 ///
 /// `#[derive(ToDLPack)]` provides it for every struct whose exchanged fields all have it
 /// (fields exchanged through a `with` module, and skipped fields, are left out); this
