@@ -222,8 +222,10 @@ pub use dlpack_derive::FromDLPack;
 /// [`python::model`]. `#[pymodel(crate = "path")]` names `dlpack_core` elsewhere; the
 /// generated methods name PyO3 as `::pyo3`.
 ///
-/// ```ignore
-/// use dlpack_core::{FromDLPack, ToDLPack, pymodel};
+#[cfg_attr(feature = "safetensors", doc = "```no_run")]
+#[cfg_attr(not(feature = "safetensors"), doc = "```ignore")]
+/// use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
+/// use ndarray::Ix1;
 /// use ndarray::{ArcArray1, ArcArray2};
 /// use pyo3::prelude::*;
 ///
@@ -240,7 +242,7 @@ pub use dlpack_derive::FromDLPack;
 ///     fc2: Linear,
 /// }
 ///
-/// #[pymodel]
+/// #[pymodel] // the one line: attributes, setters, state_dict, load_state_dict, repr
 /// #[pymethods]
 /// impl Mlp {
 ///     /// `Mlp.load(path)`: a checkpoint, with only the tensors `Mlp` takes read.
@@ -248,7 +250,20 @@ pub use dlpack_derive::FromDLPack;
 ///     fn load(path: std::path::PathBuf) -> PyResult<Self> {
 ///         Ok(dlpack_core::safetensors::Checkpoint::open(path)?.load::<Self>()?)
 ///     }
+///
+///     /// A Rust method on the same memory: reads the fields as they are now.
+///     fn forward(&self, x: DLPackArray<f32, Ix1>) -> PyResult<ManagedTensor> {
+///         let h = (self.fc1.weight.dot(&x.view()) + &self.fc1.bias).mapv(|v| v.max(0.0));
+///         Ok((self.fc2.weight.dot(&h) + &self.fc2.bias).to_dlpack()?)
+///     }
 /// }
+///
+/// #[pymodule]
+/// fn my_extension(m: &Bound<'_, PyModule>) -> PyResult<()> {
+///     m.add_class::<Mlp>()?;
+///     dlpack_core::python::add_to_module(m) // `Tensor`, `ModelView`, `IncompatibleKeys`
+/// }
+/// # fn main() {}
 /// ```
 #[cfg(all(feature = "derive", feature = "pyo3"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "derive", feature = "pyo3"))))]

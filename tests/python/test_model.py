@@ -14,6 +14,8 @@ import torch
 
 from helpers import np_ptr
 
+pytestmark = pytest.mark.protocol
+
 NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 
 

@@ -22,6 +22,9 @@
 //!   C-level consumers import it without a Python call, and converts with
 //!   `np.asarray(t)` (`__array__`) and `jnp.asarray(t)` (`__jax_array__`), without a
 //!   copy.
+//! - A Rust model kept between calls is a Python object with `#[pymodel]` (feature
+//!   `derive` too): its tensors are zero-copy attributes, with PyTorch's `state_dict`
+//!   and `load_state_dict` ([`model`], which states who writes the memory when).
 //! - [`Error`] converts into the exception NumPy raises in the same situation.
 //!
 //! ```no_run

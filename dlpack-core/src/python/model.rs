@@ -6,6 +6,13 @@
 //! An extension that writes its methods by hand calls these functions from its own
 //! `#[pymethods]` block: each takes the model object as `&Bound<'_, T>`.
 //!
+//! Names: an attribute is one segment of a tensor's name (`m.fc1.weight`, never
+//! `getattr(m, "fc1.weight")`); a `Vec`'s items and a map's entries are indexed
+//! (`m.layers[3]`, `m.layers[-1]`, `m.heads["q"]`; an attribute works for a map key that
+//! is an identifier). The class's own attributes win: a field named like a method of the
+//! class is reached through `state_dict()`. The first read of each name makes it an
+//! attribute of the class (a [`TensorAttribute`]), so later reads are one lookup.
+//!
 //! # The sharing rule
 //!
 //! A model's tensor fields are ndarray `ArcArray`s (see

@@ -139,8 +139,9 @@ pub fn push_segment(name: &mut String, segment: &str) -> usize {
 /// The first segment of `path` and the rest (`"fc1.weight"` is `("fc1", "weight")`,
 /// `"fc1"` is `("fc1", "")`).
 pub fn split_path(path: &str) -> (&str, &str) {
-    match path.split_once('.') {
-        Some((head, rest)) => (head, rest),
+    // A byte search: names are short, and `.` is ASCII, so the split is on a boundary.
+    match path.bytes().position(|b| b == b'.') {
+        Some(dot) => (&path[..dot], &path[dot + 1..]),
         None => (path, ""),
     }
 }
