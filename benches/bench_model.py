@@ -22,6 +22,17 @@ import dlpack_test_ext as ext
 REPEAT = 31
 
 
+def medians(stmts, env, number):
+    """Median seconds per call of each statement over REPEAT timings of `number` calls,
+    alternating between them so that all see the same machine."""
+    timers = [timeit.Timer(s, globals=env) for s in stmts]
+    times = [[] for _ in stmts]
+    for _ in range(REPEAT):
+        for t, out in zip(timers, times):
+            out.append(t.timeit(number) / number)
+    return [statistics.median(t) for t in times]
+
+
 def fmt(seconds):
     return f"{seconds * 1e9:,.0f} ns" if seconds < 1e-5 else f"{seconds * 1e6:,.2f} µs"
 
@@ -56,22 +67,11 @@ def main():
         ("attribute read m.fc1.weight", ["mlp.fc1.weight", "numpy_mlp.fc1.weight",
                                          "torch_mlp.fc1.weight"]),
     ]:
-        timers = [timeit.Timer(s, globals=env) for s in stmts]
-        times = [[] for _ in stmts]
-        for _ in range(REPEAT):
-            for t, out in zip(timers, times):
-                out.append(t.timeit(20_000) / 20_000)
-        med = [statistics.median(t) for t in times]
+        med = medians(stmts, env, 20_000)
         print(f"{label}: ours {fmt(med[0])}, rust-numpy borrow_from_array {fmt(med[1])} "
               f"(ours/theirs {med[0] / med[1]:.2f}), torch.nn.Module {fmt(med[2])} "
               f"(ours/torch {med[0] / med[2]:.2f})")
-    stmts = ["g.state_dict()", "tg.state_dict()"]
-    timers = [timeit.Timer(s, globals=env) for s in stmts]
-    times = [[] for _ in stmts]
-    for _ in range(REPEAT):
-        for t, out in zip(timers, times):
-            out.append(t.timeit(200) / 200)
-    med = [statistics.median(t) for t in times]
+    med = medians(["g.state_dict()", "tg.state_dict()"], env, 200)
     print(f"state_dict of 148 tensors (GPT-2's names): ours {fmt(med[0])}, "
           f"transformers GPT2Model {fmt(med[1])} (ours/torch {med[0] / med[1]:.2f})")
 

@@ -197,18 +197,27 @@ impl<T: TensorFieldsOf<M>, M: ?Sized> TensorFieldsOf<M> for Vec<T> {
         }
     }
     fn find_tensor(&self, path: &str) -> Found<'_> {
-        if path.is_empty() {
-            return Found::Group;
-        }
-        let (head, rest) = split_path(path);
-        match index(head).and_then(|i| self.get(i)) {
-            Some(item) => item.find_tensor(rest),
-            None => Found::Nothing,
-        }
+        find_item(path, |head| self.get(index(head)?))
     }
     fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
         let (head, rest) = split_path(path);
         self.get_mut(index(head)?)?.find_tensor_mut(rest)
+    }
+}
+
+/// What `path` names in a container whose item `item(segment)` is named by the path's
+/// first segment: the container itself (a group) for an empty path.
+fn find_item<'a, T: TensorFieldsOf<M> + 'a, M: ?Sized>(
+    path: &str,
+    item: impl FnOnce(&str) -> Option<&'a T>,
+) -> Found<'a> {
+    if path.is_empty() {
+        return Found::Group;
+    }
+    let (head, rest) = split_path(path);
+    match item(head) {
+        Some(item) => item.find_tensor(rest),
+        None => Found::Nothing,
     }
 }
 
@@ -243,14 +252,7 @@ macro_rules! map_fields {
                 }
             }
             fn find_tensor(&self, path: &str) -> Found<'_> {
-                if path.is_empty() {
-                    return Found::Group;
-                }
-                let (head, rest) = split_path(path);
-                match self.get(head) {
-                    Some(item) => item.find_tensor(rest),
-                    None => Found::Nothing,
-                }
+                find_item(path, |head| self.get(head))
             }
             fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
                 let (head, rest) = split_path(path);
