@@ -44,3 +44,7 @@ pub fn load_with<T>(
     *value = from_dlpack_in(prefix, batch)?;
     Ok(())
 }
+
+/// Stands for a field exchanged through a `with` module in the bounds of a derived
+/// `TensorFieldsOf`, which it never satisfies: such a struct has no `TensorFields`.
+pub struct ExchangedWithModule<M: ?Sized>(core::marker::PhantomData<M>);

@@ -154,7 +154,10 @@ pub use traits::{
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use bridge::ndarray::DLPackArray;
+pub use bridge::ndarray::{
+    DLPackArray, SharedArray, SharedArray0, SharedArray1, SharedArray2, SharedArray3, SharedArray4,
+    SharedArray5, SharedArray6, SharedArrayD,
+};
 
 /// The `ndarray` this crate is built against, re-exported so that versions match.
 #[cfg(feature = "ndarray")]
@@ -200,7 +203,7 @@ pub use dlpack_derive::FromDLPack;
 
 /// A Rust model as a Python object: put `#[pymodel]` above the `#[pymethods]` block of
 /// a `#[pyclass]` struct that derives [`ToDLPack`](derive@ToDLPack) and
-/// [`FromDLPack`](derive@FromDLPack), and keeps its arrays as ndarray `ArcArray`s.
+/// [`FromDLPack`](derive@FromDLPack), and keeps its arrays as [`SharedArray`]s.
 ///
 /// The class then has, beside the block's own methods:
 ///
@@ -226,13 +229,13 @@ pub use dlpack_derive::FromDLPack;
 #[cfg_attr(not(feature = "safetensors"), doc = "```ignore")]
 /// use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
 /// use ndarray::Ix1;
-/// use ndarray::{ArcArray1, ArcArray2};
+/// use dlpack_core::{SharedArray1, SharedArray2};
 /// use pyo3::prelude::*;
 ///
 /// #[derive(ToDLPack, FromDLPack)]
 /// struct Linear {
-///     weight: ArcArray2<f32>,
-///     bias: ArcArray1<f32>,
+///     weight: SharedArray2<f32>,
+///     bias: SharedArray1<f32>,
 /// }
 ///
 /// #[pyclass]
@@ -253,8 +256,9 @@ pub use dlpack_derive::FromDLPack;
 ///
 ///     /// A Rust method on the same memory: reads the fields as they are now.
 ///     fn forward(&self, x: DLPackArray<f32, Ix1>) -> PyResult<ManagedTensor> {
-///         let h = (self.fc1.weight.dot(&x.view()) + &self.fc1.bias).mapv(|v| v.max(0.0));
-///         Ok((self.fc2.weight.dot(&h) + &self.fc2.bias).to_dlpack()?)
+///         let (fc1, fc2) = (&self.fc1, &self.fc2);
+///         let h = (fc1.weight.view().dot(&x.view()) + fc1.bias.view()).mapv(|v| v.max(0.0));
+///         Ok((fc2.weight.view().dot(&h) + fc2.bias.view()).to_dlpack()?)
 ///     }
 /// }
 ///

@@ -7,27 +7,28 @@
 use std::collections::BTreeMap;
 
 use dlpack_core::{
-    DataType, Error, Found, FromDLPack, ManagedTensor, TensorField, TensorFields, ToDLPack,
+    DataType, Error, Found, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2,
+    TensorField, TensorFields, ToDLPack,
 };
 use ndarray::{ArcArray1, ArcArray2, Array1, Array2, Ix1, Ix2, arr1, arr2};
 
 #[derive(ToDLPack, FromDLPack)]
 struct Linear {
-    weight: ArcArray2<f32>,
-    bias: ArcArray1<f32>,
+    weight: SharedArray2<f32>,
+    bias: SharedArray1<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
 struct Norm {
-    scale: ArcArray1<f32>,
+    scale: SharedArray1<f32>,
 }
 
-/// Every kind of field: nested, renamed, a `Vec`, a map, an `Option`, a `Box`, flattened,
-/// skipped, and one exchanged through a `with` module (left out of `TensorFields`).
+/// Every kind of field: nested, renamed, a `Vec`, a map, an `Option`, a `Box`, flattened
+/// and skipped (left out of `TensorFields`).
 #[derive(ToDLPack, FromDLPack)]
 struct Net {
     #[dlpack(rename = "embed")]
-    embedding: ArcArray2<f32>,
+    embedding: SharedArray2<f32>,
     layers: Vec<Linear>,
     heads: BTreeMap<String, Linear>,
     extra: Option<Linear>,
@@ -36,26 +37,6 @@ struct Net {
     norm: Norm,
     #[dlpack(skip)]
     steps: u64,
-    #[dlpack(with = "plain")]
-    plain: Array1<f32>,
-}
-
-/// Exchanges an `Array1<f32>` as it is.
-mod plain {
-    use dlpack_core::{FromDLPack, Result, TensorBatch, ToDLPack};
-    use ndarray::Array1;
-
-    pub(crate) fn to_dlpack_into(
-        value: Array1<f32>,
-        prefix: &str,
-        batch: &mut TensorBatch,
-    ) -> Result<()> {
-        value.to_dlpack_into(prefix, batch)
-    }
-
-    pub(crate) fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Array1<f32>> {
-        Array1::from_dlpack_in(prefix, batch)
-    }
 }
 
 /// A generic tuple struct.
@@ -72,25 +53,24 @@ struct Owned {
 
 fn linear(value: f32) -> Linear {
     Linear {
-        weight: ArcArray2::from_elem((2, 3), value),
-        bias: ArcArray1::from_elem(2, value),
+        weight: SharedArray::from(Array2::from_elem((2, 3), value)),
+        bias: SharedArray::from(Array1::from_elem(2, value)),
     }
 }
 
 fn net() -> Net {
     Net {
-        embedding: ArcArray2::zeros((4, 2)),
+        embedding: SharedArray::from(Array2::zeros((4, 2))),
         layers: vec![linear(1.0), linear(2.0)],
         heads: [("q".to_owned(), linear(3.0))].into(),
         extra: None,
         boxed: Box::new(Norm {
-            scale: ArcArray1::ones(2),
+            scale: SharedArray::from(Array1::ones(2)),
         }),
         norm: Norm {
-            scale: ArcArray1::ones(3),
+            scale: SharedArray::from(Array1::ones(3)),
         },
         steps: 7,
-        plain: Array1::zeros(2),
     }
 }
 
@@ -117,18 +97,17 @@ fn names_follow_the_export() {
     let listed: Vec<String> = names(&net).into_iter().map(|(n, ..)| n).collect();
     let exported: Vec<String> = {
         let batch = net.to_dlpack().unwrap();
-        batch
-            .names()
-            .map(str::to_owned)
-            .filter(|n| n != "plain")
-            .collect()
+        batch.names().map(str::to_owned).collect()
     };
     assert_eq!(listed, exported);
     assert_eq!(listed[0], "embed");
     assert!(listed.contains(&"heads.q.bias".to_owned()));
     assert!(listed.contains(&"boxed.scale".to_owned()));
     assert_eq!(listed.last().unwrap(), "scale");
-    let pair = Pair(ArcArray1::<f32>::zeros(1), ArcArray1::zeros(2));
+    let pair = Pair(
+        SharedArray1::from(Array1::<f32>::zeros(1)),
+        SharedArray1::from(Array1::zeros(2)),
+    );
     let listed: Vec<String> = names(&pair).into_iter().map(|(n, ..)| n).collect();
     assert_eq!(listed, ["0", "1"]);
 }
@@ -152,7 +131,6 @@ fn paths_find_tensors_and_groups() {
         "layers.x",
         "extra.weight", // None
         "steps",        // skipped
-        "plain",        // a `with` module's
         "embed.x",
         "layers.1.weight.0",
         "heads.k",
@@ -177,7 +155,7 @@ fn a_share_is_the_fields_memory_writable_and_shared() {
     let share = field.share().unwrap();
     assert_eq!(
         share.data().cast::<f32>().cast_const(),
-        net.layers[0].weight.as_ptr()
+        net.layers[0].weight.view().as_ptr()
     );
     assert!(!share.is_exclusive());
     assert!(!share.is_read_only());
@@ -195,30 +173,35 @@ fn a_share_is_the_fields_memory_writable_and_shared() {
 fn a_share_outlives_the_field_and_rust_writes_copy_first() {
     let mut net = net();
     let share = tensor(&net, "layers.1.weight").share().unwrap();
-    let ptr = net.layers[1].weight.as_ptr();
-    assert!(!net.layers[1].weight.is_unique());
+    let ptr = net.layers[1].weight.view().as_ptr();
+    assert!(net.layers[1].weight.is_shared());
     // A Rust write while the share lives: a fresh buffer for the field.
-    net.layers[1].weight.mapv_inplace(|v| v + 1.0);
-    assert_ne!(net.layers[1].weight.as_ptr(), ptr);
+    net.layers[1].weight.view_mut().mapv_inplace(|v| v + 1.0);
+    assert_ne!(net.layers[1].weight.view().as_ptr(), ptr);
     assert_eq!(share.as_array::<f32, Ix2>().unwrap()[[0, 0]], 2.0);
     // The field replaced, the struct dropped: the share still reads its elements.
-    net.layers[1].weight = ArcArray2::zeros((2, 3));
+    net.layers[1].weight = SharedArray::from(Array2::zeros((2, 3)));
     drop(net);
     let view = share.as_array::<f32, Ix2>().unwrap();
     assert!(view.iter().all(|&v| v == 2.0));
-    // Our own header: the owner comes back, sharing nothing any more.
-    let owner: ArcArray2<f32> = share.into_owner().ok().unwrap();
-    assert!(owner.is_unique());
+    // No `ArcArray` (nor `Array`) handle of a buffer Python may write comes out of it:
+    // taking it back as an array copies.
+    let share = share.into_owner::<ArcArray2<f32>>().unwrap_err();
+    let share = share.into_owner::<Array2<f32>>().unwrap_err();
+    let data = share.data().cast::<f32>().cast_const();
+    let back = Array2::<f32>::from_dlpack(share).unwrap();
+    assert_ne!(back.as_ptr(), data);
+    assert!(back.iter().all(|&v| v == 2.0));
 }
 
 #[test]
 fn without_a_share_rust_writes_in_place() {
     let mut net = net();
-    let ptr = net.layers[0].bias.as_ptr();
+    let ptr = net.layers[0].bias.view().as_ptr();
     drop(tensor(&net, "layers.0.bias").share().unwrap());
-    net.layers[0].bias.mapv_inplace(|v| v * 3.0);
-    assert_eq!(net.layers[0].bias.as_ptr(), ptr);
-    assert_eq!(net.layers[0].bias, arr1(&[3.0, 3.0]));
+    net.layers[0].bias.view_mut().mapv_inplace(|v| v * 3.0);
+    assert_eq!(net.layers[0].bias.view().as_ptr(), ptr);
+    assert_eq!(net.layers[0].bias.view(), arr1(&[3.0, 3.0]));
 }
 
 #[test]
@@ -250,11 +233,11 @@ fn replace_checks_and_copies_a_foreign_tensor() {
     let data = foreign.data().cast::<f32>().cast_const();
     field.replace(foreign).unwrap();
     assert_eq!(
-        net.layers[0].weight,
+        net.layers[0].weight.view(),
         arr2(&[[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]])
     );
-    assert_ne!(net.layers[0].weight.as_ptr(), data);
-    assert!(net.layers[0].weight.is_unique());
+    assert_ne!(net.layers[0].weight.view().as_ptr(), data);
+    assert!(!net.layers[0].weight.is_shared());
     assert_eq!(net.steps, 7);
 }
 
@@ -267,12 +250,12 @@ fn tied_fields_share_one_buffer_and_a_read_only_share_is_copied() {
         .unwrap()
         .replace(share)
         .unwrap();
-    assert_eq!(net.layers[0].weight.as_ptr(), ptr);
-    assert_eq!(net.heads["q"].weight.as_ptr(), ptr);
+    assert_eq!(net.layers[0].weight.view().as_ptr(), ptr);
+    assert_eq!(net.heads["q"].weight.view().as_ptr(), ptr);
     // One side writes: it copies first, the other keeps the buffer.
-    net.layers[0].weight.mapv_inplace(|v| v + 1.0);
-    assert_ne!(net.layers[0].weight.as_ptr(), ptr);
-    assert_eq!(net.heads["q"].weight.as_ptr(), ptr);
+    net.layers[0].weight.view_mut().mapv_inplace(|v| v + 1.0);
+    assert_ne!(net.layers[0].weight.view().as_ptr(), ptr);
+    assert_eq!(net.heads["q"].weight.view().as_ptr(), ptr);
     // A READ_ONLY export of an `ArcArray` promised its holders nobody writes it: copied.
     let frozen = ArcArray1::from_elem(2, 9.0f32);
     let keep = frozen.clone();
@@ -281,11 +264,58 @@ fn tied_fields_share_one_buffer_and_a_read_only_share_is_copied() {
     let field = net.find_tensor_mut("layers.1.bias").unwrap();
     assert!(!field.tie(&read_only));
     field.replace(read_only).unwrap();
-    assert_ne!(net.layers[1].bias.as_ptr(), keep.as_ptr());
-    assert_eq!(net.layers[1].bias, arr1(&[9.0, 9.0]));
+    assert_ne!(net.layers[1].bias.view().as_ptr(), keep.as_ptr());
+    assert_eq!(net.layers[1].bias.view(), arr1(&[9.0, 9.0]));
     // A share of another shape is not tied.
     let other = tensor(&net, "embed").share().unwrap();
     assert!(!net.find_tensor_mut("layers.1.weight").unwrap().tie(&other));
     let _ = other.as_array::<f32, Ix2>().unwrap();
     let _ = Ix1(0);
+}
+
+#[test]
+fn a_bool_field_is_handed_out_as_a_copy() {
+    // Python could store bytes that are no `bool` into a shared buffer.
+    let mask = SharedArray1::from(Array1::from_elem(3, true));
+    let tensor = mask.share().unwrap();
+    assert_ne!(
+        tensor.data().cast::<bool>().cast_const(),
+        mask.view().as_ptr()
+    );
+    assert!(tensor.is_exclusive());
+    assert!(!mask.is_shared());
+    assert!(tensor.as_array::<bool, Ix1>().unwrap().iter().all(|&b| b));
+}
+
+#[test]
+fn a_clone_is_a_value_of_its_own() {
+    let weight = SharedArray1::from(Array1::from_elem(2, 1.0f32));
+    let share = weight.share().unwrap();
+    let copy = weight.clone();
+    assert_ne!(copy.view().as_ptr(), weight.view().as_ptr());
+    assert!(!copy.is_shared());
+    drop(share);
+    assert!(!weight.is_shared());
+}
+
+/// A public struct whose field's type is private: its derived bounds name a type more
+/// private than the impl, which compiles without a warning.
+#[derive(ToDLPack, FromDLPack)]
+pub struct Public {
+    inner: Private,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct Private {
+    weight: SharedArray1<f32>,
+}
+
+#[test]
+fn a_public_struct_with_private_fields_is_shareable() {
+    let value = Public {
+        inner: Private {
+            weight: SharedArray1::from(Array1::zeros(2)),
+        },
+    };
+    assert_eq!(names(&value)[0].0, "inner.weight");
 }

@@ -7,15 +7,17 @@
 
 use std::ffi::CStr;
 
-use dlpack_core::{FromDLPack, TensorFields, ToDLPack, pymodel};
-use ndarray::{ArcArray1, ArcArray2};
+use dlpack_core::{
+    FromDLPack, SharedArray, SharedArray1, SharedArray2, TensorFields, ToDLPack, pymodel,
+};
+use ndarray::{Array1, Array2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 #[derive(ToDLPack, FromDLPack)]
 struct Linear {
-    weight: ArcArray2<f32>,
-    bias: ArcArray1<f32>,
+    weight: SharedArray2<f32>,
+    bias: SharedArray1<f32>,
 }
 
 #[pyclass]
@@ -31,8 +33,8 @@ impl Mlp {}
 
 fn linear(rows: usize, cols: usize, value: f32) -> Linear {
     Linear {
-        weight: ArcArray2::from_elem((rows, cols), value),
-        bias: ArcArray1::from_elem(rows, value),
+        weight: SharedArray::from(Array2::from_elem((rows, cols), value)),
+        bias: SharedArray::from(Array1::from_elem(rows, value)),
     }
 }
 
@@ -87,7 +89,7 @@ fn a_view_keeps_its_memory_when_the_field_is_replaced() {
             globals,
             c"w = numpy.from_dlpack(m.fc1.weight)\nassert w.flags.writeable",
         );
-        let ptr = model.borrow().fc1.weight.as_ptr() as usize;
+        let ptr = model.borrow().fc1.weight.view().as_ptr() as usize;
         run(py, globals, c"ptr = w.ctypes.data");
         assert_eq!(
             globals
@@ -98,7 +100,7 @@ fn a_view_keeps_its_memory_when_the_field_is_replaced() {
                 .unwrap(),
             ptr
         );
-        model.borrow_mut().fc1.weight = ArcArray2::zeros((4, 3));
+        model.borrow_mut().fc1.weight = SharedArray::from(Array2::zeros((4, 3)));
         run(py, globals, c"gc.collect()");
         run(py, globals, CHURN);
         run(
@@ -106,7 +108,7 @@ fn a_view_keeps_its_memory_when_the_field_is_replaced() {
             globals,
             c"assert (w == 1.5).all(), w\nw += 1.0\nassert (w == 2.5).all()",
         );
-        assert!(model.borrow().fc1.weight.iter().all(|&v| v == 0.0));
+        assert!(model.borrow().fc1.weight.view().iter().all(|&v| v == 0.0));
     });
 }
 
@@ -130,37 +132,47 @@ fn a_view_outlives_the_object() {
 #[test]
 fn rust_writes_copy_first_while_a_view_lives_and_every_share_is_released() {
     with_model(|py, globals, model| {
-        let ptr = model.borrow().fc1.weight.as_ptr();
+        let ptr = model.borrow().fc1.weight.view().as_ptr();
         // No view: written in place.
-        model.borrow_mut().fc1.weight.mapv_inplace(|v| v * 2.0);
-        assert_eq!(model.borrow().fc1.weight.as_ptr(), ptr);
+        model
+            .borrow_mut()
+            .fc1
+            .weight
+            .view_mut()
+            .mapv_inplace(|v| v * 2.0);
+        assert_eq!(model.borrow().fc1.weight.view().as_ptr(), ptr);
         run(
             py,
             globals,
             c"w = numpy.from_dlpack(m.fc1.weight)\nw[0, 0] = 7.0",
         );
         // Python's write is the struct's.
-        assert_eq!(model.borrow().fc1.weight[[0, 0]], 7.0);
-        assert!(!model.borrow().fc1.weight.is_unique());
+        assert_eq!(model.borrow().fc1.weight.view()[[0, 0]], 7.0);
+        assert!(model.borrow().fc1.weight.is_shared());
         // A view lives: the Rust write gets a fresh buffer; the view keeps the old one.
-        model.borrow_mut().fc1.weight.mapv_inplace(|v| v + 1.0);
-        assert_ne!(model.borrow().fc1.weight.as_ptr(), ptr);
+        model
+            .borrow_mut()
+            .fc1
+            .weight
+            .view_mut()
+            .mapv_inplace(|v| v + 1.0);
+        assert_ne!(model.borrow().fc1.weight.view().as_ptr(), ptr);
         run(py, globals, c"assert w[0, 0] == 7.0 and w[0, 1] == 3.0");
-        assert_eq!(model.borrow().fc1.weight[[0, 0]], 8.0);
+        assert_eq!(model.borrow().fc1.weight.view()[[0, 0]], 8.0);
         // Every share is released with its last Python holder.
         run(
             py,
             globals,
             c"sd = m.state_dict()\nv = numpy.from_dlpack(m.fc1.bias)",
         );
-        assert!(!model.borrow().fc1.bias.is_unique());
+        assert!(model.borrow().fc1.bias.is_shared());
         run(py, globals, c"del w, sd, v\ngc.collect()");
         let this = model.borrow();
-        assert!(this.fc1.weight.is_unique() && this.fc1.bias.is_unique());
+        assert!(!this.fc1.weight.is_shared() && !this.fc1.bias.is_shared());
         assert!(
             this.layers
                 .iter()
-                .all(|l| l.weight.is_unique() && l.bias.is_unique())
+                .all(|l| !l.weight.is_shared() && !l.bias.is_shared())
         );
     });
 }
@@ -168,7 +180,7 @@ fn rust_writes_copy_first_while_a_view_lives_and_every_share_is_released() {
 #[test]
 fn load_state_dict_in_place_and_pytorchs_errors() {
     with_model(|py, globals, model| {
-        let ptr = model.borrow().fc1.weight.as_ptr();
+        let ptr = model.borrow().fc1.weight.view().as_ptr();
         run(
             py,
             globals,
@@ -177,7 +189,7 @@ r = m.load_state_dict(sd)
 assert r.missing_keys == [] and r.unexpected_keys == []
 assert (numpy.from_dlpack(m.fc1.weight) == 2.5).all()",
         );
-        assert_eq!(model.borrow().fc1.weight.as_ptr(), ptr);
+        assert_eq!(model.borrow().fc1.weight.view().as_ptr(), ptr);
         let message = raises(
             py,
             globals,
@@ -243,7 +255,7 @@ except ValueError as e:
 else:
     raise AssertionError",
         );
-        assert!(model.borrow().fc1.bias.iter().all(|&v| v == 1.5));
+        assert!(model.borrow().fc1.bias.view().iter().all(|&v| v == 1.5));
         let mut names = Vec::new();
         model
             .borrow()

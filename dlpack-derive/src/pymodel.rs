@@ -111,18 +111,53 @@ fn has_pymethods(tokens: &[TokenTree]) -> bool {
     })
 }
 
-/// The names of the functions the block defines at its top level (`fn name`).
+/// The Python names of the functions the block defines at its top level: the `name`
+/// of a `#[pyo3(name = "...")]` before the `fn`, else the function's own name.
 fn defined_fns(body: TokenStream) -> Vec<String> {
     let tokens: Vec<TokenTree> = body.into_iter().collect();
-    tokens
-        .windows(2)
-        .filter_map(|pair| match pair {
-            [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => {
-                Some(name.to_string().trim_start_matches("r#").to_owned())
+    let mut names = Vec::new();
+    let mut renamed: Option<String> = None;
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Bracket => {
+                if let Some(name) = pyo3_name(group.stream()) {
+                    renamed = Some(name);
+                }
             }
-            _ => None,
-        })
-        .collect()
+            TokenTree::Ident(f) if f == "fn" => {
+                if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
+                    let own = name.to_string().trim_start_matches("r#").to_owned();
+                    names.push(renamed.take().unwrap_or(own));
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The `"..."` of `pyo3(..., name = "...", ...)`, the inside of an attribute.
+fn pyo3_name(attribute: TokenStream) -> Option<String> {
+    let tokens: Vec<TokenTree> = attribute.into_iter().collect();
+    let [TokenTree::Ident(path), TokenTree::Group(args)] = tokens.as_slice() else {
+        return None;
+    };
+    if path != "pyo3" {
+        return None;
+    }
+    let args: Vec<TokenTree> = args.stream().into_iter().collect();
+    args.windows(3).find_map(|w| match w {
+        [
+            TokenTree::Ident(key),
+            TokenTree::Punct(eq),
+            TokenTree::Literal(lit),
+        ] if key == "name" && eq.as_char() == '=' => {
+            syn::parse_str::<syn::LitStr>(&lit.to_string())
+                .ok()
+                .map(|s| s.value())
+        }
+        _ => None,
+    })
 }
 
 /// Every method `#[pymodel]` adds, by name.
@@ -185,8 +220,8 @@ fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
             "state_dict",
             quote! {
                 /// Every tensor by its `state_dict` name, sharing the model's memory.
-                #[pyo3(signature = (*, prefix = ::std::string::String::new()))]
-                fn state_dict<'py>(
+                #[pyo3(name = "state_dict", signature = (*, prefix = ::std::string::String::new()))]
+                fn __dlpack_state_dict<'py>(
                     slf: &::pyo3::Bound<'py, Self>,
                     prefix: ::std::string::String,
                 ) -> ::pyo3::PyResult<::pyo3::Bound<'py, ::pyo3::types::PyDict>> {
@@ -199,8 +234,8 @@ fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
             quote! {
                 /// Loads a `state_dict` (any DLPack tensors) as PyTorch's
                 /// `Module.load_state_dict` does.
-                #[pyo3(signature = (state_dict, strict = true))]
-                fn load_state_dict<'py>(
+                #[pyo3(name = "load_state_dict", signature = (state_dict, strict = true))]
+                fn __dlpack_load_state_dict<'py>(
                     slf: &::pyo3::Bound<'py, Self>,
                     state_dict: &::pyo3::Bound<'py, ::pyo3::PyAny>,
                     strict: bool,

@@ -88,6 +88,15 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         .collect();
     {
         let where_clause = generics.make_where_clause();
+        if input
+            .fields
+            .iter()
+            .any(|f| !f.is_skipped() && f.with().is_some())
+        {
+            where_clause.predicates.push(parse_quote!(
+                #private::ExchangedWithModule<__M>: #private::TensorFieldsOf<__M>
+            ));
+        }
         for field in &fields {
             let ty = field.ty;
             where_clause
@@ -188,7 +197,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
     };
     quote! {
         #[automatically_derived]
-        #[allow(unused_qualifications, unknown_lints, private_bounds)]
+        #[allow(unused_qualifications)]
         impl #impl_generics #private::TensorFieldsOf<__M> for #ident #ty_generics #where_clause {
             fn visit_tensors(&self, #visit_args) {
                 #(#visits)*

@@ -7,35 +7,36 @@
 use std::collections::BTreeMap;
 
 use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
-use ndarray::{ArcArray, ArcArray1, ArcArray2, Array1, Array2, Dimension, Ix1, Ix2, s};
+use dlpack_core::{SharedArray, SharedArray1, SharedArray2};
+use ndarray::{Array1, Array2, Dimension, Ix1, Ix2, s};
 use numpy::PyArray2;
 use pyo3::prelude::*;
 
-/// A shared array whose first element is 64-byte aligned (a slice of a larger buffer),
-/// so that JAX, which copies less aligned memory, imports it without a copy.
-fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> ArcArray<f32, D> {
+/// An array whose first element is 64-byte aligned (a slice of a larger buffer), so
+/// that JAX, which copies less aligned memory, imports it without a copy.
+fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> SharedArray<f32, D> {
     let n = dim.size();
-    let buffer = Array1::from_shape_fn(n + 16, |i| i as f32).into_shared();
+    let buffer = Array1::from_shape_fn(n + 16, |i| i as f32);
     let skip = (64 - buffer.as_ptr() as usize % 64) % 64 / size_of::<f32>();
     let mut flat = buffer.slice_move(s![skip..skip + n]);
     for (i, v) in flat.iter_mut().enumerate() {
         *v = value(i);
     }
     match flat.into_shape_with_order(dim) {
-        Ok(array) => array,
+        Ok(array) => SharedArray::from(array),
         Err(_) => unreachable!("n elements in C order"),
     }
 }
 
-fn ramp(rows: usize, cols: usize, scale: f32) -> ArcArray2<f32> {
+fn ramp(rows: usize, cols: usize, scale: f32) -> SharedArray2<f32> {
     aligned(Ix2(rows, cols), |i| (i % 7) as f32 * scale)
 }
 
 /// `y = W x + b`, as `nn.Linear` names its parameters.
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Linear {
-    weight: ArcArray2<f32>,
-    bias: ArcArray1<f32>,
+    weight: SharedArray2<f32>,
+    bias: SharedArray1<f32>,
 }
 
 impl Linear {
@@ -47,7 +48,7 @@ impl Linear {
     }
 
     fn apply(&self, x: &Array1<f32>) -> Array1<f32> {
-        self.weight.dot(x) + &self.bias
+        self.weight.view().dot(x) + self.bias.view()
     }
 }
 
@@ -91,8 +92,8 @@ impl Mlp {
     /// holds a view).
     fn step(&mut self, delta: f32) {
         for layer in [&mut self.fc1, &mut self.fc2] {
-            layer.weight.mapv_inplace(|v| v - delta);
-            layer.bias.mapv_inplace(|v| v - delta);
+            layer.weight.view_mut().mapv_inplace(|v| v - delta);
+            layer.bias.view_mut().mapv_inplace(|v| v - delta);
         }
         self.steps += 1;
     }
@@ -107,23 +108,26 @@ impl Mlp {
         [&self.fc1, &self.fc2]
             .iter()
             .map(|l| {
-                l.weight.iter().map(|&v| f64::from(v)).sum::<f64>()
-                    + l.bias.iter().map(|&v| f64::from(v)).sum::<f64>()
+                l.weight.view().iter().map(|&v| f64::from(v)).sum::<f64>()
+                    + l.bias.view().iter().map(|&v| f64::from(v)).sum::<f64>()
             })
             .sum()
     }
 
     /// Replaces `fc1.weight` from Rust by a new array of zeros.
     fn replace_fc1_weight(&mut self) {
-        self.fc1.weight = ArcArray2::zeros(self.fc1.weight.raw_dim());
+        self.fc1.weight = SharedArray::from(Array2::zeros(self.fc1.weight.raw_dim()));
     }
 
     /// The addresses of the fields' buffers, by `state_dict` name.
     fn pointers(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
         for (name, layer) in [("fc1", &self.fc1), ("fc2", &self.fc2)] {
-            out.insert(format!("{name}.weight"), layer.weight.as_ptr() as usize);
-            out.insert(format!("{name}.bias"), layer.bias.as_ptr() as usize);
+            out.insert(
+                format!("{name}.weight"),
+                layer.weight.view().as_ptr() as usize,
+            );
+            out.insert(format!("{name}.bias"), layer.bias.view().as_ptr() as usize);
         }
         out
     }
@@ -148,7 +152,7 @@ pub(crate) struct Block {
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Net {
     #[dlpack(rename = "embed")]
-    embedding: ArcArray2<f32>,
+    embedding: SharedArray2<f32>,
     layers: Vec<Block>,
     head: Option<Linear>,
     #[dlpack(flatten)]
@@ -158,7 +162,7 @@ pub(crate) struct Net {
 /// Flattened into `Net`: `scale` at the top level.
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Norm {
-    scale: ArcArray1<f32>,
+    scale: SharedArray1<f32>,
 }
 
 #[pymodel]
@@ -179,7 +183,7 @@ impl Net {
             layers: (0..layers).map(|_| block()).collect(),
             head: head.then(|| Linear::new(width, 2)),
             norm: Norm {
-                scale: Array1::ones(width).into_shared(),
+                scale: SharedArray::from(Array1::ones(width)),
             },
         }
     }
@@ -203,13 +207,13 @@ pub(crate) struct Gpt2Shape {
 
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Embedding {
-    weight: ArcArray2<f32>,
+    weight: SharedArray2<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Norm2 {
-    weight: ArcArray1<f32>,
-    bias: ArcArray1<f32>,
+    weight: SharedArray1<f32>,
+    bias: SharedArray1<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
@@ -238,8 +242,8 @@ impl Gpt2Shape {
     #[new]
     fn new(width: usize) -> Self {
         let norm = || Norm2 {
-            weight: Array1::ones(width).into_shared(),
-            bias: Array1::zeros(width).into_shared(),
+            weight: SharedArray::from(Array1::ones(width)),
+            bias: SharedArray::from(Array1::zeros(width)),
         };
         Self {
             wte: Embedding {
@@ -271,8 +275,8 @@ impl Gpt2Shape {
 #[pyclass(module = "dlpack_test_ext")]
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Dense {
-    weight: ArcArray2<f32>,
-    bias: ArcArray1<f32>,
+    weight: SharedArray2<f32>,
+    bias: SharedArray1<f32>,
 }
 
 #[pymodel]

@@ -76,7 +76,9 @@ impl ManagedTensor {
     ///
     /// The handle satisfies DLPack's memory, lifetime and synchronization
     /// requirements in so far as this tensor did (for a tensor made by this crate:
-    /// fully), which is what dlpark's `unsafe` imports, such as
+    /// fully; a shared one, such as a model field's share
+    /// ([`is_exclusive`](Self::is_exclusive) is false), is still written by its other
+    /// holders, so do not import it mutably), which is what dlpark's `unsafe` imports, such as
     /// [`TryFromDlpack`] for `ndarray::ArrayViewD` or `candle_core::Tensor`, ask of
     /// their caller. Like [`into_raw`](Self::into_raw), it can be
     /// imported back with [`from_dlpark`](Self::from_dlpark).

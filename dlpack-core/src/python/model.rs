@@ -15,34 +15,48 @@
 //!
 //! # The sharing rule
 //!
-//! A model's tensor fields are ndarray `ArcArray`s (see
-//! [`TensorFields`]), and a tensor read from Python shares the
-//! field's buffer:
+//! A model's tensor fields are [`SharedArray`](crate::SharedArray)s (see
+//! [`TensorFields`]), and a tensor read from Python shares the field's buffer:
 //!
 //! - **Python's views are writable and write the struct**: `m.fc1.weight`, and every
 //!   tensor of `m.state_dict()`, is the field's own memory, without a copy, so an
 //!   in-place Python write (an optimizer step, `p -= lr * p.grad` under
 //!   `torch.no_grad()`, a `load_state_dict(sd, assign=True)` module's training) is what
 //!   the next Rust method reads. Read-only views would not hold: PyTorch ignores the
-//!   DLPack read-only flag and imports every tensor writable.
+//!   DLPack read-only flag and imports every tensor writable. (A JAX array of a field,
+//!   which JAX takes as immutable, changes with such writes too; `bool` fields are
+//!   handed out as copies, since Python could store bytes that are no `bool`.)
 //! - **Rust writes copy first while Python holds a view (copy-on-write)**: a `&mut self`
 //!   method that writes a field (`view_mut`, `mapv_inplace`, indexing, ...), a setter,
 //!   and `load_state_dict` give a field that Python still views a fresh buffer before
-//!   writing (ndarray's `ArcArray` does it), so Rust never holds a `&mut` over memory a
-//!   Python view reaches. The views keep the old buffer and its old values, and no
-//!   longer see the struct: read the attributes again after a Rust write. A field that
-//!   no view reaches is written in place, with no copy.
+//!   writing (`SharedArray::view_mut` does it), so Rust never holds a `&mut` over
+//!   memory a Python view reaches. The views keep the old buffer and its old values,
+//!   and no longer see the struct: read the attributes again after a Rust write. A field
+//!   that no view reaches is written in place, with no copy. Two fields tied by a setter
+//!   (`m.a.weight = m.b.weight`) share one buffer until either is written from Rust.
+//! - **Python's writes reach the field and nothing else in Rust**: a `SharedArray` has
+//!   no other Rust handle of its buffer (its `Clone` copies the elements), so a value
+//!   that Rust code keeps elsewhere, or sends to another thread, never changes under
+//!   it.
 //! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
 //!   field, reloads the struct, drops the object): it holds a reference to the buffer.
 //! - **Python writing while Rust reads**: a Rust method reads the fields as a shared
 //!   import is read (see [the import safety guide](crate::guide::import_safety)): if
 //!   Python writes the same tensor at that moment (another thread, a NumPy or PyTorch
 //!   kernel that released the interpreter), the method may read a mix of old and new
-//!   values. Do not write a model's tensors from Python while a Rust method of the
-//!   same model runs; a method that must not see such writes copies the field first.
+//!   values, and Rust's own assumptions about a borrowed slice would not hold. Do not
+//!   write a model's tensors from Python while a Rust method of the same model runs,
+//!   and do not call back into Python code that writes them (a callback, a finalizer
+//!   that a collection may run) while the method holds a view; a method that must not
+//!   see such writes copies the field first (`to_owned`).
 //!   Rust methods of one object exclude each other as PyO3 arranges: a `&mut self`
 //!   method while any other method of the object runs is PyO3's "already borrowed"
-//!   `RuntimeError`, never two handles of which one is `&mut`.
+//!   `RuntimeError`, never two handles of which one is `&mut` (so is a Python read of
+//!   the model while a `&mut self` method that released the interpreter runs).
+//!
+//! Call [`add_to_module`](super::add_to_module) in the extension's module: it adds
+//! [`ModelView`] and `IncompatibleKeys` under the module's name. Put `#[pymodel]`
+//! above `#[pymethods]` (PyO3 expands the attributes in order).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -298,15 +312,24 @@ fn install(
     name: &Bound<'_, PyString>,
     ops: Option<&'static Ops>,
 ) -> PyResult<()> {
+    let key = name.to_cow()?;
+    // Never a name with a leading `_`: a special method (`__bool__`, `__len__`, ...)
+    // set on a class changes how Python treats every instance.
+    if key.starts_with('_') {
+        return Ok(());
+    }
     let class = model.get_type();
     if class.getattr_opt(name)?.is_some() {
         return Ok(());
     }
     let attribute = TensorAttribute {
-        name: name.to_cow()?.into_owned(),
+        name: key.into_owned(),
         ops,
     };
-    class.setattr(name, Bound::new(model.py(), attribute)?)
+    // A class that refuses new attributes (`#[pyclass(immutable_type)]`) keeps reading
+    // through `__getattr__`: installing is only a shortcut.
+    let _refused = class.setattr(name, Bound::new(model.py(), attribute)?);
+    Ok(())
 }
 
 /// A tensor or group of tensors of a model class, as an attribute of the class (a data
@@ -397,47 +420,25 @@ pub fn setattr<T: PyModel>(
 }
 
 /// What `object.__setattr__` (with `value`) or `object.__delattr__` (without) does,
-/// which CPython refuses to apply to a class with a `__setattr__` of its own: a data
-/// descriptor of the class (a `#[setter]`) sets or deletes, else the instance's
-/// `__dict__` if it has one; else `AttributeError`, in Python's words.
+/// which CPython refuses to call on an instance of a class with a `__setattr__` of its
+/// own: the class's data descriptors (its `#[setter]`s), else the instance's
+/// `__dict__` if it has one, else `AttributeError`, all in Python's own words.
 fn generic_set(
     obj: &Bound<'_, PyAny>,
     name: &Bound<'_, PyString>,
     value: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let py = obj.py();
-    let class = obj.get_type();
-    if let Ok(descriptor) = class.getattr(name) {
-        let method = if value.is_some() {
-            "__set__"
-        } else {
-            "__delete__"
-        };
-        if let Ok(method) = descriptor.get_type().getattr(method) {
-            return match value {
-                Some(value) => method.call1((descriptor, obj, value)).map(drop),
-                None => method.call1((descriptor, obj)).map(drop),
-            };
-        }
-        if obj.hasattr(intern!(py, "__dict__"))? {
-            // An instance attribute would hide a method: Python allows it, so do we.
-        } else {
-            return Err(PyAttributeError::new_err(format!(
-                "'{}' object attribute '{}' is read-only",
-                class.name()?,
-                name.to_cow()?
-            )));
-        }
+    let value = value.map_or(core::ptr::null_mut(), Bound::as_ptr);
+    // SAFETY:
+    // - `obj` and `name` are live objects, borrowed for the call, and `name` is a `str`;
+    // - `value` is a live object borrowed for the call, or NULL, which asks for a
+    //   deletion (the function's contract);
+    // - the thread is attached to the interpreter (`obj` is bound to it).
+    let status = unsafe { pyo3::ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value) };
+    if status < 0 {
+        return Err(PyErr::fetch(obj.py()));
     }
-    if let Ok(dict) = obj.getattr(intern!(py, "__dict__")) {
-        return match value {
-            Some(value) => dict.set_item(name, value),
-            None => dict
-                .del_item(name)
-                .map_err(|_| no_attribute(obj, &name.to_cow().unwrap_or_default())),
-        };
-    }
-    Err(no_attribute(obj, &name.to_cow()?))
+    Ok(())
 }
 
 fn group_assignment(path: &str) -> PyErr {
@@ -529,14 +530,45 @@ pub fn load_state_dict<'py, T: PyModel>(
     strict: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = model.py();
-    // Imported before the model is borrowed: the imports run Python code.
-    let batch: TensorBatch = state_dict.extract()?;
+    // The entries, then which of them name a tensor of the model (as PyTorch does, any
+    // other key is unexpected, whatever its value), then the imports of those: all before
+    // the model is borrowed to load, since iterating and importing run Python code.
+    let mut entries: Vec<(String, Bound<'py, PyAny>)> = Vec::new();
+    for item in state_dict.call_method0(intern!(py, "items"))?.try_iter()? {
+        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
+        let key = key.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a state_dict's keys are str, not {}",
+                key.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        entries.push((key.to_cow()?.into_owned(), value));
+    }
+    let known: Vec<bool> = {
+        let this = model.try_borrow()?;
+        entries
+            .iter()
+            .map(|(key, _)| matches!(this.find_tensor(key), Found::Tensor(_)))
+            .collect()
+    };
+    let mut batch = TensorBatch::new();
+    let mut unknown = Vec::new();
+    for ((key, value), known) in entries.into_iter().zip(known) {
+        if known {
+            batch.insert(&key, from_dlpack(&value)?)?;
+        } else {
+            unknown.push(key);
+        }
+    }
     let class = model.as_any().get_type().name()?.to_string();
     let result = {
         let mut this = model.try_borrow_mut()?;
         this.load_dlpack_lenient(batch)
     };
-    let (missing, unexpected, failed) = match result {
+    let (missing, mut unexpected, failed) = match result {
         Ok(report) => (report.missing, report.unexpected, Vec::new()),
         Err(Error::StateDict {
             missing,
@@ -545,6 +577,8 @@ pub fn load_state_dict<'py, T: PyModel>(
         }) => (missing, unexpected, failed),
         Err(other) => return Err(other.into()),
     };
+    unknown.append(&mut unexpected);
+    let unexpected = unknown;
     let mut messages = Vec::new();
     if strict {
         if !missing.is_empty() {
@@ -701,6 +735,10 @@ impl ModelView {
         }
     }
 
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.root)
+    }
+
     fn __delattr__(&self, name: &Bound<'_, PyString>) -> PyResult<()> {
         Err(PyTypeError::new_err(format!(
             "cannot delete '{}': a model's tensors are fields of its Rust struct",
@@ -710,24 +748,32 @@ impl ModelView {
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let name = if key.is_instance_of::<PyInt>() {
-            let len = self.members(py)?.len();
+            // An item's index is its name (a `Vec` of `Option`s may skip some); a negative
+            // index counts from one past the last item.
+            let members = self.members(py)?;
+            let end = members
+                .iter()
+                .filter_map(|m| m.parse::<usize>().ok())
+                .max()
+                .map_or(0, |last| last + 1);
             let resolved = key.extract::<isize>().ok().and_then(|index| {
                 let i = if index < 0 {
-                    index.checked_add_unsigned(len)?
+                    index.checked_add_unsigned(end)?
                 } else {
                     index
                 };
-                usize::try_from(i).ok().filter(|&i| i < len)
+                usize::try_from(i).ok()
             });
-            match resolved {
-                Some(i) => i.to_string(),
-                None => {
-                    return Err(PyIndexError::new_err(format!(
-                        "index {key} out of range for '{}' of {len} items",
-                        self.prefix
-                    )));
-                }
-            }
+            let found = match resolved {
+                Some(i) => self.member(py, &i.to_string())?,
+                None => None,
+            };
+            return found.ok_or_else(|| {
+                PyIndexError::new_err(format!(
+                    "index {key} out of range for '{}' ({end} items)",
+                    self.prefix
+                ))
+            });
         } else if let Ok(key) = key.cast::<PyString>() {
             key.to_cow()?.into_owned()
         } else {

@@ -23,8 +23,8 @@ pub enum Found<'a> {
 /// One tensor field that Python can share: its dtype and shape, a zero-copy tensor of
 /// its memory, and its replacement by another tensor.
 ///
-/// This crate implements it for ndarray's `ArcArray` (feature `ndarray`): see
-/// [`TensorFields`] for the sharing rule.
+/// This crate implements it for `SharedArray` (feature
+/// `ndarray`): see [`TensorFields`] for the sharing rule.
 pub trait TensorField {
     /// The element type.
     fn dtype(&self) -> DataType;
@@ -55,27 +55,31 @@ pub trait TensorField {
 /// `pyo3` and `derive`) reads and replaces them through this trait.
 ///
 /// `#[derive(ToDLPack)]` provides it for every struct whose exchanged fields all have it
-/// (fields exchanged through a `with` module, and skipped fields, are left out); this
-/// crate provides it for `ArcArray` (feature `ndarray`), `Option`, `Vec`, `Box`, and
-/// maps with `String` keys. It is implemented through [`TensorFieldsOf`], which the
+/// (skipped fields are left out; a struct with a field exchanged through a `with`
+/// module has none, since such a field could be neither shared nor loaded); this crate
+/// provides it for `SharedArray` (feature `ndarray`), `Option`,
+/// `Vec`, `Box`, and maps with `String` keys (a key that is empty or holds a `.` is left
+/// out, as the exchange refuses it). A recursive struct (a `Vec` of itself) has none:
+/// its bounds never end. It is implemented through [`TensorFieldsOf`], which the
 /// derive implements for every struct (an impl that applies only where the fields have
 /// it); implement that one for a container of your own.
 ///
-/// # Why `ArcArray`
+/// # Why `SharedArray`
 ///
 /// A tensor handed to Python must keep its memory alive whatever Rust does to the field
 /// afterwards (replaces it, reloads the struct, drops it), and Rust must never hold a
-/// `&mut` over memory that a Python view can write. ndarray's `ArcArray` is both: the
-/// tensor holds one more reference to the buffer, and every mutable access of an
-/// `ArcArray` whose buffer is shared copies the buffer first (copy-on-write). An `Array`
-/// field cannot be shared: its buffer is freed with the field.
+/// `&mut` over memory that a Python view can write. A `SharedArray` is both: the tensor
+/// holds one more reference to the buffer, and its mutable access copies the buffer
+/// first while one is shared (copy-on-write). An `Array` field cannot be shared: its
+/// buffer is freed with the field; nor can an `ArcArray`: its clones are values that
+/// Rust code may read anywhere, which Python's writes would reach.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be shared with Python as a model's tensors",
-    label = "not an `ArcArray`, or a struct deriving `ToDLPack` whose fields all are",
-    note = "a model shared with Python keeps its arrays as ndarray's `ArcArray` \
-            (`ArcArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, and \
-            Rust's writes copy it first while Python holds it (copy-on-write); an `Array` \
-            would free its buffer under Python's view"
+    label = "not a `SharedArray`, or a struct deriving `ToDLPack` whose fields all are",
+    note = "a model shared with Python keeps its arrays as `dlpack_core::SharedArray` \
+            (`SharedArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, \
+            and Rust's writes copy it first while Python holds it (copy-on-write); a \
+            struct with a field exchanged through a `with` module cannot be shared"
 )]
 pub trait TensorFields {
     /// Calls `visit` with the name and the field of every tensor of the value, in the
@@ -108,11 +112,11 @@ impl<T: TensorFieldsOf<()> + ?Sized> TensorFields for T {
 /// be an error); implement it for every `M`, and let the fields' impls do the rest.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be shared with Python as a model's tensors",
-    label = "not an `ArcArray`, or a struct deriving `ToDLPack` whose fields all are",
-    note = "a model shared with Python keeps its arrays as ndarray's `ArcArray` \
-            (`ArcArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, and \
-            Rust's writes copy it first while Python holds it (copy-on-write); an `Array` \
-            would free its buffer under Python's view"
+    label = "not a `SharedArray`, or a struct deriving `ToDLPack` whose fields all are",
+    note = "a model shared with Python keeps its arrays as `dlpack_core::SharedArray` \
+            (`SharedArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, \
+            and Rust's writes copy it first while Python holds it (copy-on-write); a \
+            struct with a field exchanged through a `with` module cannot be shared"
 )]
 pub trait TensorFieldsOf<M: ?Sized> {
     /// [`TensorFields::visit_tensors`].
@@ -221,6 +225,11 @@ fn find_item<'a, T: TensorFieldsOf<M> + 'a, M: ?Sized>(
     }
 }
 
+/// Whether `key` can be a name segment: not empty, no `.`.
+fn is_segment(key: &str) -> bool {
+    !key.is_empty() && !key.contains('.')
+}
+
 /// Room for the decimal digits of a `usize`.
 fn itoa_buffer() -> String {
     String::with_capacity(20)
@@ -245,18 +254,22 @@ macro_rules! map_fields {
                 visit: &mut dyn FnMut(&str, &dyn TensorField),
             ) {
                 let $map = self;
+                // A key that is no name segment is refused by the exchange too.
                 for (key, item) in $entries {
+                    if !is_segment(key) {
+                        continue;
+                    }
                     let len = push_segment(name, key);
                     item.visit_tensors(name, visit);
                     name.truncate(len);
                 }
             }
             fn find_tensor(&self, path: &str) -> Found<'_> {
-                find_item(path, |head| self.get(head))
+                find_item(path, |head| self.get(head).filter(|_| is_segment(head)))
             }
             fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
                 let (head, rest) = split_path(path);
-                self.get_mut(head)?.find_tensor_mut(rest)
+                self.get_mut(head).filter(|_| is_segment(head))?.find_tensor_mut(rest)
             }
         }
     };

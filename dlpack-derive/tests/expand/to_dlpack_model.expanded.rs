@@ -52,7 +52,7 @@ const _: () = {
         }
     }
     #[automatically_derived]
-    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    #[allow(unused_qualifications)]
     impl<
         'a,
         T: Element,

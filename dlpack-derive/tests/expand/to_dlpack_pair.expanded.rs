@@ -29,7 +29,7 @@ const _: () = {
         }
     }
     #[automatically_derived]
-    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    #[allow(unused_qualifications)]
     impl<T, __M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M>
     for Pair<T>
     where

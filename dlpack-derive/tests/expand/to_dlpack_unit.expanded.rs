@@ -19,7 +19,7 @@ const _: () = {
         }
     }
     #[automatically_derived]
-    #[allow(unused_qualifications, unknown_lints, private_bounds)]
+    #[allow(unused_qualifications)]
     impl<__M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M> for Empty {
         fn visit_tensors(
             &self,

@@ -10,21 +10,24 @@ mod dlpack_example {
     use std::path::PathBuf;
 
     use dlpack_core::safetensors::Checkpoint;
-    use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, TensorBatch, ToDLPack, pymodel};
-    use ndarray::{ArcArray1, ArcArray2, Array1, Array2, ArrayView1, Ix1, Ix2};
+    use dlpack_core::{
+        DLPackArray, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2, TensorBatch,
+        ToDLPack, pymodel,
+    };
+    use ndarray::{Array1, Array2, ArrayView1, Ix1, Ix2};
     use pyo3::prelude::*;
 
     /// `y = W x + b`, named as PyTorch's `nn.Linear` names its parameters. The arrays are
-    /// `ArcArray`s, shared with Python without a copy (see `Mlp`).
-    #[derive(Clone, ToDLPack, FromDLPack)]
+    /// `SharedArray`s, which Python shares without a copy (see `Mlp`).
+    #[derive(ToDLPack, FromDLPack)]
     struct Linear {
-        weight: ArcArray2<f32>,
-        bias: ArcArray1<f32>,
+        weight: SharedArray2<f32>,
+        bias: SharedArray1<f32>,
     }
 
     impl Linear {
         fn apply(&self, x: ArrayView1<'_, f32>) -> Array1<f32> {
-            self.weight.dot(&x) + &self.bias
+            self.weight.view().dot(&x) + self.bias.view()
         }
     }
 
@@ -33,7 +36,7 @@ mod dlpack_example {
     /// = t` sets it, and `state_dict()` / `load_state_dict()` are PyTorch's. The line that
     /// does it is `#[pymodel]` on the methods block.
     #[pyclass]
-    #[derive(Clone, ToDLPack, FromDLPack)]
+    #[derive(ToDLPack, FromDLPack)]
     struct Mlp {
         fc1: Linear,
         fc2: Linear,
@@ -46,8 +49,10 @@ mod dlpack_example {
         #[new]
         fn new(inputs: usize, hidden: usize, outputs: usize) -> Self {
             let layer = |i: usize, o: usize| Linear {
-                weight: ArcArray2::from_shape_fn((o, i), |(r, c)| ((r + c) % 7) as f32 / 10.0),
-                bias: ArcArray1::zeros(o),
+                weight: SharedArray::from(Array2::from_shape_fn((o, i), |(r, c)| {
+                    ((r + c) % 7) as f32 / 10.0
+                })),
+                bias: SharedArray::from(Array1::zeros(o)),
             };
             Self {
                 fc1: layer(inputs, hidden),
@@ -63,8 +68,9 @@ mod dlpack_example {
         }
 
         /// Saves the model as a checkpoint folder, the layout `save_pretrained` writes.
-        fn save(&self, folder: PathBuf, max_shard_bytes: u64) -> PyResult<()> {
-            let mut state = self.clone().to_dlpack()?; // `ArcArray`s: no copy
+        fn save(slf: &Bound<'_, Self>, folder: PathBuf, max_shard_bytes: u64) -> PyResult<()> {
+            // Its `state_dict`: every tensor, without a copy.
+            let mut state: TensorBatch = dlpack_core::python::model::state_dict(slf, "")?.extract()?;
             state.metadata_mut().insert("format".into(), "pt".into());
             Ok(state.write_checkpoint(folder, max_shard_bytes)?)
         }

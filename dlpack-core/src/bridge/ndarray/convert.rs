@@ -18,11 +18,11 @@ use crate::ffi::{
 };
 use crate::tensor::{Desc, ManagedTensor, build};
 use crate::traits::{
-    Expected, Found, FromDLPack, LoadReport, Selection, TensorField, TensorFieldsOf, ToDLPack,
-    leaf_from, leaf_into, leaf_load,
+    Expected, FromDLPack, LoadReport, Selection, ToDLPack, leaf_from, leaf_into, leaf_load,
 };
 
 use super::owned::DLPackArray;
+use super::shared::SharedArray;
 
 /// Calls `$f::<E>()` for every dimension type an export could have used.
 macro_rules! each_dim {
@@ -231,7 +231,7 @@ where
     unsafe { export_owner::<A, _, _>(array, data, &dim, &strides, flags) }
 }
 
-fn export_array<A: Element, D: Dimension + 'static>(
+pub(super) fn export_array<A: Element, D: Dimension + 'static>(
     array: Array<A, D>,
     flags: u64,
 ) -> Result<ManagedTensor> {
@@ -259,22 +259,58 @@ fn export_shared<A: Element, D: Dimension + 'static>(
     }
 }
 
-/// A writable tensor of an `ArcArray`'s buffer, without a copy, marked shared: what a
-/// model field hands to Python ([`TensorField::share`]).
-fn share_writable<A: Element, D: Dimension + 'static>(
+/// The owner of a [`share_writable`] tensor: the `ArcArray` clone that keeps the buffer
+/// alive, under a type of its own, so that no path that takes back an `ArcArray` or an
+/// `Array` owner (`reclaim`, `into_owner`) ever gets a handle of a buffer that Python
+/// may write; only [`shared_owner`] reads it, for `SharedArray`.
+pub(super) struct ShareOwner<A, D>(ArcArray<A, D>);
+
+/// A writable tensor of a `SharedArray`'s buffer, without a copy, marked shared: what a
+/// model field hands to Python. `bool` buffers are copied instead (flagged
+/// `IS_COPIED`): Python could store bytes that are no `bool`.
+pub(super) fn share_writable<A: Element, D: Dimension + 'static>(
     array: &ArcArray<A, D>,
 ) -> Result<ManagedTensor> {
+    if A::DTYPE == crate::DataType::BOOL {
+        return export_copy(array);
+    }
     // SAFETY:
-    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the clone's `Arc`
+    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the owner's `Arc`
     //   keeps alive and unmoved for as long as the tensor lives;
     // - writable although others hold the elements: the tensor is marked shared below,
     //   before it leaves this function, so this crate never gives a mutable view through
-    //   it (`as_array_mut`, `view_mut` and `into_owner`'s `ArcArray` refuse or copy), and
-    //   every other holder is an `ArcArray`, which copies the buffer before any write of
-    //   its own (copy-on-write: the tensor's clone keeps the count above one). Writes by
-    //   the tensor's foreign consumers are the sharing rule of `TensorFields`.
-    let tensor = unsafe { export_whole(array.clone(), |a| a.as_ptr().cast_mut().cast(), 0) }?;
+    //   it (`as_array_mut` and `view_mut` refuse it; `reclaim` and `into_owner` do not
+    //   know the owner's type), and the other holders are `SharedArray`s (the field, and
+    //   fields tied to it), which copy the buffer before any write of their own
+    //   (copy-on-write: the owner's reference keeps the count above one) and whose
+    //   reads are the sharing rule of `python::model`; no `ArcArray` handle of the buffer
+    //   leaves `SharedArray`. Every bit pattern is a valid element (`bool` is copied
+    //   above), so a foreign write cannot make one invalid.
+    let tensor = unsafe {
+        export_owner::<A, _, _>(
+            ShareOwner(array.clone()),
+            |o| o.0.as_ptr().cast_mut().cast(),
+            &array.raw_dim(),
+            &stride_bits(array),
+            0,
+        )
+    }?;
     Ok(tensor.into_shared())
+}
+
+/// The buffer of a writable [`share_writable`] tensor of the same type and shape as
+/// `like`, for a field that then shares it (tied weights); `None` for any other tensor.
+pub(super) fn shared_owner<'a, A: Element, D: Dimension + 'static>(
+    tensor: &'a ManagedTensor,
+    like: &[usize],
+) -> Option<&'a ArcArray<A, D>> {
+    if tensor.is_read_only() {
+        return None;
+    }
+    tensor
+        .owner::<ShareOwner<A, D>>()
+        .map(|owner| &owner.0)
+        .filter(|array| array.shape() == like)
 }
 
 /// Copies into a fresh standard-layout buffer (the most widely accepted layout:
@@ -346,7 +382,7 @@ macro_rules! from_one_tensor {
 }
 
 /// Copies `tensor` into `target` after checking its dtype, rank and shape.
-fn load_into<A: Element, D: Dimension + 'static>(
+pub(super) fn load_into<A: Element, D: Dimension + 'static>(
     mut target: ArrayViewMut<'_, A, D>,
     tensor: ManagedTensor,
 ) -> Result<()> {
@@ -373,6 +409,17 @@ to_one_tensor! {
         |array| match array.try_into_owned_nocopy() {
             Ok(array) => export_array(array, 0),
             Err(shared) => export_shared(shared),
+        }
+    }
+}
+
+to_one_tensor! {
+    /// Moves the buffer like an `Array` when nothing else holds it; else a writable
+    /// share of it, as the field's own shares are (`bool`: a copy).
+    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+        |array| match array.into_arc().try_into_owned_nocopy() {
+            Ok(array) => export_array(array, 0),
+            Err(shared) => share_writable(&shared),
         }
     }
 }
@@ -440,6 +487,21 @@ from_one_tensor! {
 }
 
 from_one_tensor! {
+    /// A writable share of a `SharedArray` comes back sharing its buffer (tied), our own
+    /// `Array` export without a copy; anything else is copied.
+    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+        |tensor| {
+            let shape = tensor.shape().iter().map(|&n| n as usize).collect::<Vec<_>>();
+            if let Some(tied) = SharedArray::tied(&tensor, &shape) {
+                return Ok(tied);
+            }
+            Array::<A, D>::from_dlpack(tensor).map(SharedArray::from)
+        },
+        load |array, tensor| load_into(array.view_mut(), tensor)
+    }
+}
+
+from_one_tensor! {
     /// Zero-copy: validates and keeps the tensor.
     impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |tensor| Self::new(tensor) }
 }
@@ -468,68 +530,5 @@ impl ManagedTensor {
         unsafe {
             export_owner::<A, _, _>((), |_| data, &dim, &strides, DLPACK_FLAG_BITMASK_READ_ONLY)
         }
-    }
-}
-
-impl<A: Element, D: Dimension + 'static> TensorField for ArcArray<A, D> {
-    fn dtype(&self) -> crate::DataType {
-        A::DTYPE
-    }
-
-    fn shape(&self) -> &[usize] {
-        ArrayBase::shape(self)
-    }
-
-    fn share(&self) -> Result<ManagedTensor> {
-        share_writable(self)
-    }
-
-    fn replace(&mut self, tensor: ManagedTensor) -> Result<()> {
-        let checked = DLPackArray::<A, D>::new(tensor)?;
-        let found = checked.view().shape().to_vec();
-        if found != ArrayBase::shape(self) {
-            return Err(Error::ShapeMismatch {
-                expected: ArrayBase::shape(self).to_vec(),
-                found,
-            });
-        }
-        let tensor = checked.into_inner();
-        if !self.tie(&tensor) {
-            *self = Array::<A, D>::from_dlpack(tensor)?.into_shared();
-        }
-        Ok(())
-    }
-
-    fn tie(&mut self, tensor: &ManagedTensor) -> bool {
-        // A writable share of a model field. A `READ_ONLY` share of an `ArcArray`
-        // promised its holders that nobody writes the buffer, so it is never tied.
-        if tensor.is_read_only() {
-            return false;
-        }
-        match tensor.owner::<ArcArray<A, D>>() {
-            Some(shared) if shared.shape() == ArrayBase::shape(self) => {
-                *self = shared.clone();
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for ArcArray<A, D> {
-    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
-        visit(name, self);
-    }
-
-    fn find_tensor(&self, path: &str) -> Found<'_> {
-        if path.is_empty() {
-            Found::Tensor(self)
-        } else {
-            Found::Nothing
-        }
-    }
-
-    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
-        if path.is_empty() { Some(self) } else { None }
     }
 }

@@ -1,0 +1,212 @@
+//! [`SharedArray`]: the array type of a model's fields that Python shares, and its
+//! [`TensorField`] impl.
+
+use core::fmt;
+
+use ndarray::{
+    ArcArray, Array, ArrayView, ArrayViewMut, Dimension, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn,
+};
+
+use crate::dtype::{DataType, Element};
+use crate::error::{Error, Result};
+use crate::tensor::ManagedTensor;
+use crate::traits::{Found, FromDLPack, TensorField, TensorFieldsOf};
+
+use super::DLPackArray;
+use super::convert::{share_writable, shared_owner};
+
+/// An array whose buffer Python may share: the type of the tensor fields of a Rust model
+/// shared with Python (`#[pymodel]`, features `pyo3` and `derive`; see
+/// `dlpack_core::python::model` for the whole rule).
+///
+/// - [`view`](Self::view) reads the buffer. While Python holds a tensor of it (an
+///   attribute read, a `state_dict`), Python may write it: an optimizer step that the
+///   next Rust read sees. Do not read while Python writes (another thread, a kernel
+///   that released the interpreter, Python code that your method calls back).
+/// - [`view_mut`](Self::view_mut) is copy-on-write: while Python holds a tensor of the
+///   buffer, the array first gets a fresh copy of its own, so Rust never holds a `&mut`
+///   over memory Python can reach; else it writes in place.
+/// - [`Clone`] copies the elements: a clone is a value of its own, which Python's
+///   writes to the original never reach. No other Rust handle of the buffer exists
+///   (the crate never gives out the `ArcArray` inside), so Python's writes reach only
+///   this array and the fields tied to it.
+///
+/// `bool` arrays are handed to Python as copies: Python could store bytes that are no
+/// `bool`.
+///
+/// ```
+/// use dlpack_core::{SharedArray2, TensorField};
+/// use ndarray::Array2;
+///
+/// let mut weight = SharedArray2::from(Array2::<f32>::zeros((2, 3)));
+/// let before = weight.view().as_ptr();
+/// let tensor = weight.share()?; // what Python gets: the same buffer
+/// assert_eq!(tensor.data().cast::<f32>().cast_const(), before);
+/// weight.view_mut().fill(1.0); // a view lives: copy first
+/// assert_ne!(weight.view().as_ptr(), before);
+/// assert_eq!(tensor.as_array::<f32, ndarray::Ix2>()?[[0, 0]], 0.0);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+pub struct SharedArray<A, D: Dimension>(ArcArray<A, D>);
+
+/// A one-dimensional [`SharedArray`].
+pub type SharedArray1<A> = SharedArray<A, Ix1>;
+/// A two-dimensional [`SharedArray`].
+pub type SharedArray2<A> = SharedArray<A, Ix2>;
+/// A three-dimensional [`SharedArray`].
+pub type SharedArray3<A> = SharedArray<A, Ix3>;
+/// A four-dimensional [`SharedArray`].
+pub type SharedArray4<A> = SharedArray<A, Ix4>;
+/// A zero-dimensional [`SharedArray`].
+pub type SharedArray0<A> = SharedArray<A, Ix0>;
+/// A five-dimensional [`SharedArray`].
+pub type SharedArray5<A> = SharedArray<A, Ix5>;
+/// A six-dimensional [`SharedArray`].
+pub type SharedArray6<A> = SharedArray<A, Ix6>;
+/// A [`SharedArray`] of any rank.
+pub type SharedArrayD<A> = SharedArray<A, IxDyn>;
+
+impl<A: Element, D: Dimension> SharedArray<A, D> {
+    /// A view of the elements.
+    pub fn view(&self) -> ArrayView<'_, A, D> {
+        self.0.view()
+    }
+
+    /// A mutable view of the elements: first a copy of its own when Python holds a
+    /// tensor of the buffer (copy-on-write), in place otherwise.
+    pub fn view_mut(&mut self) -> ArrayViewMut<'_, A, D> {
+        self.0.view_mut()
+    }
+
+    /// The extent of each axis.
+    pub fn shape(&self) -> &[usize] {
+        self.0.shape()
+    }
+
+    /// The extents as a `D`.
+    pub fn raw_dim(&self) -> D {
+        self.0.raw_dim()
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether anything else holds the buffer (a tensor handed to Python, a tied field):
+    /// the next [`view_mut`](Self::view_mut) copies.
+    pub fn is_shared(&self) -> bool {
+        !self.0.is_unique()
+    }
+
+    /// A copy of the elements as an owned array.
+    pub fn to_owned(&self) -> Array<A, D> {
+        self.0.to_owned()
+    }
+
+    /// The elements as an owned array: the buffer itself when nothing else holds it, else
+    /// a copy.
+    pub fn into_owned(self) -> Array<A, D> {
+        self.0.into_owned()
+    }
+
+    /// Shares the buffer of `tensor` when it is a writable share of a field of this type
+    /// and shape.
+    pub(super) fn tied(tensor: &ManagedTensor, like: &[usize]) -> Option<Self>
+    where
+        D: 'static,
+    {
+        shared_owner::<A, D>(tensor, like).map(|array| Self(array.clone()))
+    }
+}
+
+impl<A: Element, D: Dimension> From<Array<A, D>> for SharedArray<A, D> {
+    /// Takes the array's buffer, without a copy.
+    fn from(array: Array<A, D>) -> Self {
+        Self(array.into_shared())
+    }
+}
+
+impl<A: Element, D: Dimension> Clone for SharedArray<A, D> {
+    /// A copy of the elements (see the type's documentation: a clone is a value of its
+    /// own, not another handle of a buffer Python may write).
+    fn clone(&self) -> Self {
+        Self(self.0.to_owned().into_shared())
+    }
+}
+
+impl<A: Element + fmt::Debug, D: Dimension> fmt::Debug for SharedArray<A, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.view().fmt(f)
+    }
+}
+
+impl<A: Element, D: Dimension + 'static> TensorField for SharedArray<A, D> {
+    fn dtype(&self) -> DataType {
+        A::DTYPE
+    }
+
+    fn shape(&self) -> &[usize] {
+        self.0.shape()
+    }
+
+    fn share(&self) -> Result<ManagedTensor> {
+        share_writable(&self.0)
+    }
+
+    fn replace(&mut self, tensor: ManagedTensor) -> Result<()> {
+        let checked = DLPackArray::<A, D>::new(tensor)?;
+        let found = checked.view().shape().to_vec();
+        if found != self.0.shape() {
+            return Err(Error::ShapeMismatch {
+                expected: self.0.shape().to_vec(),
+                found,
+            });
+        }
+        let tensor = checked.into_inner();
+        if !self.tie(&tensor) {
+            *self = Self::from(Array::<A, D>::from_dlpack(tensor)?);
+        }
+        Ok(())
+    }
+
+    fn tie(&mut self, tensor: &ManagedTensor) -> bool {
+        match Self::tied(tensor, self.0.shape()) {
+            Some(tied) => {
+                *self = tied;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for SharedArray<A, D> {
+    fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
+        visit(name, self);
+    }
+
+    fn find_tensor(&self, path: &str) -> Found<'_> {
+        if path.is_empty() {
+            Found::Tensor(self)
+        } else {
+            Found::Nothing
+        }
+    }
+
+    fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
+        if path.is_empty() { Some(self) } else { None }
+    }
+}
+
+/// The inside, for the export of `convert`.
+impl<A, D: Dimension> SharedArray<A, D> {
+    pub(super) fn into_arc(self) -> ArcArray<A, D> {
+        self.0
+    }
+}
