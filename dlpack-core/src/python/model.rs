@@ -64,7 +64,7 @@ use std::fmt::Write as _;
 use pyo3::exceptions::{PyAttributeError, PyIndexError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
 use pyo3::{PyClass, intern};
 
 use crate::batch::TensorBatch;
@@ -533,8 +533,18 @@ pub fn load_state_dict<'py, T: PyModel>(
     // The entries, then which of them name a tensor of the model (as PyTorch does, any
     // other key is unexpected, whatever its value), then the imports of those: all before
     // the model is borrowed to load, since iterating and importing run Python code.
+    let mapping = state_dict.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "Expected state_dict to be dict-like, got {}.",
+            state_dict
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
     let mut entries: Vec<(String, Bound<'py, PyAny>)> = Vec::new();
-    for item in state_dict.call_method0(intern!(py, "items"))?.try_iter()? {
+    for item in mapping.items()?.try_iter()? {
         let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
         let key = key.cast::<PyString>().map_err(|_| {
             PyTypeError::new_err(format!(
