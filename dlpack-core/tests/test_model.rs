@@ -263,3 +263,32 @@ else:
         assert_eq!(names.len(), 6);
     });
 }
+
+#[test]
+fn a_bool_tensor_python_wrote_comes_back_checked() {
+    use dlpack_core::python::Tensor;
+    use dlpack_core::{Error, ManagedTensor};
+    use std::sync::Arc;
+
+    with_model(|py, globals, _| {
+        let exported = Array1::from_elem(3, true).to_dlpack().unwrap();
+        let object = Bound::new(py, Tensor::new(exported)).unwrap();
+        globals.set_item("t", &object).unwrap();
+        // A consumer stores a byte that is no `bool`, then lets go.
+        run(
+            py,
+            globals,
+            c"a = numpy.from_dlpack(t)\na.view(numpy.uint8)[1] = 2\ndel a, t\ngc.collect()",
+        );
+        let shared = object.get().shared();
+        drop(object);
+        let tensor: ManagedTensor = Arc::try_unwrap(shared).ok().unwrap();
+        // Not taken back as it is: checked, and refused.
+        let tensor = tensor.into_owner::<Array1<bool>>().unwrap_err();
+        let err = Array1::<bool>::from_dlpack(tensor).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidBool { index: 1, byte: 2 }),
+            "{err}"
+        );
+    });
+}

@@ -84,10 +84,6 @@ fn starts_impl(tokens: &[TokenTree]) -> bool {
         i += 2; // `#` and its `[...]`
     }
     matches!(tokens.get(i), Some(TokenTree::Ident(id)) if id == "impl")
-        || matches!(
-            (tokens.get(i), tokens.get(i + 1)),
-            (Some(TokenTree::Ident(u)), Some(TokenTree::Ident(id))) if u == "unsafe" && id == "impl"
-        )
 }
 
 /// Whether an outer attribute's path ends in `pymethods`.
@@ -124,6 +120,9 @@ fn defined_fns(body: TokenStream) -> Vec<String> {
                     renamed = Some(name);
                 }
             }
+            // An item that is no function (`const X: T = ...;`) ends at its `;`: a
+            // `name` before it was its own.
+            TokenTree::Punct(p) if p.as_char() == ';' => renamed = None,
             TokenTree::Ident(f) if f == "fn" => {
                 if let Some(TokenTree::Ident(name)) = tokens.get(i + 1) {
                     let own = name.to_string().trim_start_matches("r#").to_owned();

@@ -68,8 +68,8 @@ fn expand(input: &Input<'_>) -> TokenStream {
     )
 }
 
-/// `TensorFieldsOf<__M>` (hence `TensorFields`) for the struct: its exchanged fields by reference, by name (a
-/// model shared with Python). Generic over `__M` so that its bounds (every field type
+/// `TensorFieldsOf<__DlpackMarker>` (hence `TensorFields`) for the struct: its exchanged fields by reference, by name (a
+/// model shared with Python). Generic over `__DlpackMarker` so that its bounds (every field type
 /// implements it) are never trivially false: where they do not hold, the impl does not
 /// apply, and the struct still compiles. Skipped fields and fields exchanged through a
 /// `with` module are left out.
@@ -80,7 +80,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
     let mut generics = input.generics.clone();
     generics
         .params
-        .push(parse_quote!(__M: ?::core::marker::Sized));
+        .push(parse_quote!(__DlpackMarker: ?::core::marker::Sized));
     let fields: Vec<_> = input
         .fields
         .iter()
@@ -94,14 +94,14 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
             .any(|f| !f.is_skipped() && f.with().is_some())
         {
             where_clause.predicates.push(parse_quote!(
-                #private::ExchangedWithModule<__M>: #private::TensorFieldsOf<__M>
+                #private::ExchangedWithModule<__DlpackMarker>: #private::TensorFieldsOf<__DlpackMarker>
             ));
         }
         for field in &fields {
             let ty = field.ty;
             where_clause
                 .predicates
-                .push(parse_quote!(#ty: #private::TensorFieldsOf<__M>));
+                .push(parse_quote!(#ty: #private::TensorFieldsOf<__DlpackMarker>));
         }
     }
     let (impl_generics, _, where_clause) = generics.split_for_impl();
@@ -110,17 +110,22 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         if field.is_flattened() {
             quote! {
-                <#ty as #private::TensorFieldsOf<__M>>::visit_tensors(&self.#member, __name, __visit);
+                <#ty as #private::TensorFieldsOf<__DlpackMarker>>::visit_tensors(&self.#member, __name, __visit);
             }
         } else {
             let name = field.name();
             quote! {
                 let __len = #private::push_segment(__name, #name);
-                <#ty as #private::TensorFieldsOf<__M>>::visit_tensors(&self.#member, __name, __visit);
+                <#ty as #private::TensorFieldsOf<__DlpackMarker>>::visit_tensors(&self.#member, __name, __visit);
                 __name.truncate(__len);
             }
         }
     });
+    let field_names: Vec<String> = fields
+        .iter()
+        .filter(|f| !f.is_flattened())
+        .map(|f| f.name())
+        .collect();
     let (named, flattened): (Vec<&Field<'_>>, Vec<&Field<'_>>) =
         fields.iter().copied().partition(|f| !f.is_flattened());
     let find_arms = named.iter().map(|field| {
@@ -128,14 +133,14 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         let name = field.name();
         quote! {
-            #name => return <#ty as #private::TensorFieldsOf<__M>>::find_tensor(&self.#member, __rest),
+            #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor(&self.#member, __rest),
         }
     });
     let find_flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
         quote! {
-            match <#ty as #private::TensorFieldsOf<__M>>::find_tensor(&self.#member, __path) {
+            match <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor(&self.#member, __path) {
                 #private::Found::Nothing => {}
                 __found => return __found,
             }
@@ -146,7 +151,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         let name = field.name();
         quote! {
-            #name => return <#ty as #private::TensorFieldsOf<__M>>::find_tensor_mut(&mut self.#member, __rest),
+            #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor_mut(&mut self.#member, __rest),
         }
     });
     let find_mut_flat = flattened.iter().map(|field| {
@@ -154,7 +159,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
         let member = &field.member;
         quote! {
             if let #private::Some(__found) =
-                <#ty as #private::TensorFieldsOf<__M>>::find_tensor_mut(&mut self.#member, __path)
+                <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor_mut(&mut self.#member, __path)
             {
                 return #private::Some(__found);
             }
@@ -198,7 +203,7 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
     quote! {
         #[automatically_derived]
         #[allow(unused_qualifications)]
-        impl #impl_generics #private::TensorFieldsOf<__M> for #ident #ty_generics #where_clause {
+        impl #impl_generics #private::TensorFieldsOf<__DlpackMarker> for #ident #ty_generics #where_clause {
             fn visit_tensors(&self, #visit_args) {
                 #(#visits)*
             }
@@ -210,6 +215,10 @@ fn tensor_fields(input: &Input<'_>) -> TokenStream {
                 #split
                 #(#find_flat)*
                 #private::Found::Nothing
+            }
+
+            fn field_names() -> &'static [&'static str] {
+                &[#(#field_names),*]
             }
 
             fn find_tensor_mut(&mut self, #find_mut_args) -> #private::Option<&mut dyn #private::TensorField> {

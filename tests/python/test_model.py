@@ -344,12 +344,16 @@ def test_eight_threads_reading_and_writing(ext):
     assert m.total() == pytest.approx(expected, rel=1e-6)  # writes of 0 and x 1.0
 
 
-def test_the_class_keeps_its_own_special_methods(ext):
+def test_only_struct_fields_become_class_attributes(ext):
     n = ext.Net(2, 4)
-    assert bool(n.layers[0]) is True
-    n.layers[0].attn.q  # installs `q` on the group class
-    assert bool(n.layers[1]) is True and len(n.layers) == 2
-    assert not hasattr(type(n.layers[0]), "__bool__") or type(n.layers[0]).__bool__ is not None
+    assert np.from_dlpack(n.layers[0].attn.q.weight).shape == (4, 4)
+    n.embed
+    assert type(ext.Net.__dict__["embed"]).__name__ == "TensorAttribute"
+    assert type(ext.Net.__dict__["layers"]).__name__ == "TensorAttribute"
+    assert "scale" not in ext.Net.__dict__  # flattened: read through __getattr__
+    assert "q" not in type(n.layers[0]).__dict__  # a map's keys are data: never installed
+    assert bool(n.layers[0]) is True and len(n.layers) == 2
+    assert np.from_dlpack(n.scale).shape == (4,)
 
 
 def test_load_state_dict_is_pytorchs_for_keys_it_does_not_have(ext):

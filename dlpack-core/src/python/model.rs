@@ -10,8 +10,9 @@
 //! `getattr(m, "fc1.weight")`); a `Vec`'s items and a map's entries are indexed
 //! (`m.layers[3]`, `m.layers[-1]`, `m.heads["q"]`; an attribute works for a map key that
 //! is an identifier). The class's own attributes win: a field named like a method of the
-//! class is reached through `state_dict()`. The first read of each name makes it an
-//! attribute of the class (a [`TensorAttribute`]), so later reads are one lookup.
+//! class is reached through `state_dict()`. The first read of each of the struct's own
+//! field names makes it an attribute of the class (a [`TensorAttribute`]), so later
+//! reads are one lookup.
 //!
 //! # The sharing rule
 //!
@@ -34,10 +35,11 @@
 //!   and no longer see the struct: read the attributes again after a Rust write. A field
 //!   that no view reaches is written in place, with no copy. Two fields tied by a setter
 //!   (`m.a.weight = m.b.weight`) share one buffer until either is written from Rust.
-//! - **Python's writes reach the field and nothing else in Rust**: a `SharedArray` has
-//!   no other Rust handle of its buffer (its `Clone` copies the elements), so a value
-//!   that Rust code keeps elsewhere, or sends to another thread, never changes under
-//!   it.
+//! - **Python's writes reach the field, and only what shares its buffer on purpose**:
+//!   the fields tied to it, and Rust handles made from its shares
+//!   ([`TensorField::share`], a `DLPackArray` of one); never a clone (`Clone` copies
+//!   the elements), so a value that Rust code keeps elsewhere, or sends to another
+//!   thread, never changes under it.
 //! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
 //!   field, reloads the struct, drops the object): it holds a reference to the buffer.
 //! - **Python writing while Rust reads**: a Rust method reads the fields as a shared
@@ -64,7 +66,7 @@ use std::fmt::Write as _;
 use pyo3::exceptions::{PyAttributeError, PyIndexError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyMapping, PyString, PyTuple, PyType};
 use pyo3::{PyClass, intern};
 
 use crate::batch::TensorBatch;
@@ -279,7 +281,14 @@ pub fn getattr<T: PyModel>(
     model: &Bound<'_, T>,
     name: &Bound<'_, PyString>,
 ) -> PyResult<Py<PyAny>> {
-    let key = name.to_cow()?;
+    // A name that is no UTF-8 (a lone surrogate) names no field.
+    let Ok(key) = name.to_cow() else {
+        return Err(PyAttributeError::new_err(format!(
+            "'{}' object has no attribute {}",
+            model.as_any().get_type().name()?,
+            name.repr()?
+        )));
+    };
     let found = if is_segment(&key) {
         get(model, &key)?
     } else {
@@ -287,7 +296,7 @@ pub fn getattr<T: PyModel>(
     };
     match found {
         Some(found) => {
-            install(model.as_any(), name, Some(&OpsOf::<T>::OPS))?;
+            install(model, name)?;
             Ok(found)
         }
         None => Err(no_attribute(model.as_any(), &key)),
@@ -303,28 +312,26 @@ fn no_attribute(obj: &Bound<'_, PyAny>, name: &str) -> PyErr {
     PyAttributeError::new_err(format!("'{type_name}' object has no attribute '{name}'"))
 }
 
-/// Makes `name` (a tensor or group the model has just been found to have) an attribute
-/// of the model's class, a [`TensorAttribute`], unless the class has that name already:
+/// Makes `name`, a field of the model's struct that has just been read, an attribute
+/// of the model's class (a [`TensorAttribute`]) unless the class has that name already:
 /// the next read of it goes straight to the field, with no failed lookup first (what
-/// `__getattr__` costs). Each name is installed once, by its first read.
-fn install(
-    model: &Bound<'_, PyAny>,
-    name: &Bound<'_, PyString>,
-    ops: Option<&'static Ops>,
-) -> PyResult<()> {
+/// `__getattr__` costs). Only the struct's own field names are installed (never a map's
+/// keys, which come from data, nor a name with a leading `_`), each once.
+fn install<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyResult<()> {
     let key = name.to_cow()?;
-    // Never a name with a leading `_`: a special method (`__bool__`, `__len__`, ...)
-    // set on a class changes how Python treats every instance.
-    if key.starts_with('_') {
+    // A special method (`__bool__`, `__len__`, ...) set on a class would change how Python
+    // treats every instance.
+    if key.starts_with('_') || !<T as TensorFields>::field_names().contains(&&*key) {
         return Ok(());
     }
-    let class = model.get_type();
+    let class = model.as_any().get_type();
     if class.getattr_opt(name)?.is_some() {
         return Ok(());
     }
     let attribute = TensorAttribute {
         name: key.into_owned(),
-        ops,
+        class: class.clone().unbind(),
+        ops: &OpsOf::<T>::OPS,
     };
     // A class that refuses new attributes (`#[pyclass(immutable_type)]`) keeps reading
     // through `__getattr__`: installing is only a shortcut.
@@ -332,33 +339,17 @@ fn install(
     Ok(())
 }
 
-/// A tensor or group of tensors of a model class, as an attribute of the class (a data
-/// descriptor): `m.fc1` reads the model's current struct. Installed by the first read
-/// of each name, on the model's class (with its operations) or on [`ModelView`] (without:
-/// each view knows its model).
+/// A tensor or group of tensors of a model class, as an attribute of the class (a
+/// non-data descriptor: an instance's own `__dict__` entry of the name wins, and
+/// assignments go to the class's `__setattr__`): `m.fc1` reads the model's current
+/// struct. Installed by the first read of each field name, on the exact class of the
+/// model read; an instance of another class (a subclass) gets an `AttributeError` here,
+/// which sends the read to that class's own `__getattr__`.
 #[pyclass(module = "dlpack_core", name = "TensorAttribute", frozen)]
 pub struct TensorAttribute {
     name: String,
-    ops: Option<&'static Ops>,
-}
-
-impl TensorAttribute {
-    fn get(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        match self.ops {
-            Some(ops) => (ops.get)(obj, &self.name),
-            None => obj.cast::<ModelView>()?.get().member(obj.py(), &self.name),
-        }
-    }
-
-    fn set(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<Assigned> {
-        match self.ops {
-            Some(ops) => (ops.set)(obj, &self.name, value),
-            None => {
-                let view = obj.cast::<ModelView>()?.get();
-                (view.ops.set)(view.root.bind(obj.py()), &view.path(&self.name), value)
-            }
-        }
-    }
+    class: Py<PyType>,
+    ops: &'static Ops,
 }
 
 #[pymethods]
@@ -372,22 +363,14 @@ impl TensorAttribute {
         let Some(obj) = obj.filter(|o| !o.is_none()) else {
             return Ok(slf.clone().into_any().unbind());
         };
-        this.get(obj)?.ok_or_else(|| no_attribute(obj, &this.name))
-    }
-
-    fn __set__(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        match self.set(obj, value)? {
-            Assigned::Tensor => Ok(()),
-            Assigned::Group => Err(group_assignment(&self.name)),
-            Assigned::Nothing => Err(no_attribute(obj, &self.name)),
+        if !obj.get_type().is(this.class.bind(obj.py())) {
+            return Err(no_attribute(obj, &this.name));
         }
+        (this.ops.get)(obj, &this.name)?.ok_or_else(|| no_attribute(obj, &this.name))
     }
 
-    fn __delete__(&self, _obj: &Bound<'_, PyAny>) -> PyResult<()> {
-        Err(PyTypeError::new_err(format!(
-            "cannot delete '{}': a model's tensors are fields of its Rust struct",
-            self.name
-        )))
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.class)
     }
 }
 
@@ -516,8 +499,13 @@ pub fn state_dict<'py, T: PyModel>(
 
 /// `model.load_state_dict(state_dict, strict=True)`, with PyTorch's semantics and
 /// wording: every tensor of the model is loaded from the entry of its name (any DLPack
-/// producer: PyTorch, NumPy, JAX, ...), in place (see the sharing rule in the
-/// [module docs](self)); the tensors that fit are loaded even when others do not. With
+/// producer: PyTorch, NumPy, JAX, ...), into the field's own buffer when no Python view
+/// holds it, else into a fresh one (copy-on-write, the [sharing rule](self)): tensors
+/// taken from the model before, and a PyTorch optimizer over them, then keep the old
+/// buffer; read them again, or load through a module whose parameters are the model's
+/// tensors (`module.load_state_dict(sd)`, which copies into them in place). The tensors
+/// that fit are loaded even when others do not; a value that is no DLPack tensor, under
+/// a name the model has, is an error before anything is loaded. With
 /// `strict=True`, missing and unexpected names are a `RuntimeError` worded as PyTorch
 /// words it (`Error(s) in loading state_dict for Mlp: ...`); with `strict=False` they
 /// are returned, as PyTorch's named tuple `(missing_keys, unexpected_keys)`. A tensor
@@ -709,12 +697,15 @@ impl ModelView {
 impl ModelView {
     fn __getattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
         let this = slf.get();
-        let key = name.to_cow()?;
+        let Ok(key) = name.to_cow() else {
+            return Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor or group named {}",
+                this.prefix,
+                name.repr()?
+            )));
+        };
         match this.member(slf.py(), &key)? {
-            Some(found) => {
-                install(slf.as_any(), name, None)?;
-                Ok(found)
-            }
+            Some(found) => Ok(found),
             None => Err(PyAttributeError::new_err(format!(
                 "'{}' has no tensor or group named '{key}'",
                 this.prefix
@@ -765,7 +756,7 @@ impl ModelView {
                 .iter()
                 .filter_map(|m| m.parse::<usize>().ok())
                 .max()
-                .map_or(0, |last| last + 1);
+                .map_or(0, |last| last.saturating_add(1));
             let resolved = key.extract::<isize>().ok().and_then(|index| {
                 let i = if index < 0 {
                     index.checked_add_unsigned(end)?

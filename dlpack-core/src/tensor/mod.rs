@@ -88,6 +88,10 @@ impl Kind {
     /// keeps the interpreter's exception state intact.
     #[cfg(feature = "pyo3")]
     const PYTHON: u8 = 1 << 2;
+    /// Foreign code may have written the elements (the tensor was handed to Python as a
+    /// `Tensor`): an owner of `bool`s is not taken back unchecked (`into_owner`).
+    #[cfg(feature = "pyo3")]
+    const EXPOSED: u8 = 1 << 3;
 
     fn has(self, bit: u8) -> bool {
         self.0 & bit != 0
@@ -274,6 +278,26 @@ impl ManagedTensor {
     /// [`into_shared`](Self::into_shared) in place.
     pub(crate) fn mark_shared(&mut self) {
         self.kind.0 |= Kind::SHARED;
+    }
+
+    /// Marks the tensor as handed to Python, whose consumers may write its elements.
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn mark_exposed(&mut self) {
+        self.kind.0 |= Kind::EXPOSED;
+    }
+
+    /// Whether foreign code may have written a `bool` tensor's elements, so that bytes
+    /// other than 0 and 1 may be there.
+    pub(crate) fn may_hold_foreign_bools(&self) -> bool {
+        #[cfg(feature = "pyo3")]
+        {
+            self.kind.has(Kind::EXPOSED)
+                && self.dtype().code() == crate::ffi::DLDataTypeCode::kDLBool
+        }
+        #[cfg(not(feature = "pyo3"))]
+        {
+            false
+        }
     }
 
     /// Marks the tensor as coming from Python: its deleter may run Python code.

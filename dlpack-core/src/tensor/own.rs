@@ -326,6 +326,10 @@ impl ManagedTensor {
     /// owner's interior mutability while views borrowed from the tensor read it.
     #[cfg(feature = "ndarray")]
     pub(crate) fn owner<O: Sync + 'static>(&self) -> Option<&O> {
+        // As in `into_owner_if`: no owner of `bool`s that foreign code could have written.
+        if self.may_hold_foreign_bools() {
+            return None;
+        }
         // SAFETY: `owner_ptr` points to an initialised owner that lives as long as
         // `self` and is only moved out by `into_owner`, which consumes `self`.
         self.owner_ptr::<O>().map(|owner| unsafe { owner.as_ref() })
@@ -357,7 +361,9 @@ impl ManagedTensor {
     /// ([`from_owner`](Self::from_owner), [`from_buffer`](Self::from_buffer); array
     /// exports own an `Array<A, D>` or a shared `ArcArray<A, D>`), freeing the header
     /// without running the deleter: the zero-copy way back for custom containers. Any
-    /// other tensor comes back in `Err`.
+    /// other tensor comes back in `Err`, and so does a `bool` tensor that was handed to
+    /// Python (its consumers could have stored bytes that are no `bool`: import a
+    /// checked copy, `as_array` and `to_owned`).
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -379,6 +385,11 @@ impl ManagedTensor {
         self,
         keep: impl FnOnce(&O) -> bool,
     ) -> Result<O, Self> {
+        // A `bool` tensor that Python's consumers could write may hold bytes that are no
+        // `bool`: its owner is not handed back unchecked (a checked copy is the way).
+        if self.may_hold_foreign_bools() {
+            return Err(self);
+        }
         let Some(owner) = self.owner_ptr::<O>() else {
             return Err(self);
         };

@@ -92,9 +92,22 @@ pub trait TensorFields {
 
     /// The tensor field that `path` names, for replacement.
     fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField>;
+
+    /// The names of a struct's own fields (renamed, not flattened nor skipped): those a
+    /// Python class may make attributes of its own. Empty for anything but a struct.
+    fn field_names() -> &'static [&'static str]
+    where
+        Self: Sized;
 }
 
 impl<T: TensorFieldsOf<()> + ?Sized> TensorFields for T {
+    fn field_names() -> &'static [&'static str]
+    where
+        Self: Sized,
+    {
+        <T as TensorFieldsOf<()>>::field_names()
+    }
+
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         TensorFieldsOf::visit_tensors(self, name, visit);
     }
@@ -127,6 +140,14 @@ pub trait TensorFieldsOf<M: ?Sized> {
 
     /// [`TensorFields::find_tensor_mut`].
     fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField>;
+
+    /// [`TensorFields::field_names`]; none unless overridden.
+    fn field_names() -> &'static [&'static str]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
 }
 
 /// Appends the segment `segment` to the name `name` (with a `.` unless the name is

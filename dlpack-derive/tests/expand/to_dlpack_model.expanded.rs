@@ -57,14 +57,14 @@ const _: () = {
         'a,
         T: Element,
         D,
-        __M: ?::core::marker::Sized,
-    > _dlpack::__private::TensorFieldsOf<__M> for Model<'a, T, D>
+        __DlpackMarker: ?::core::marker::Sized,
+    > _dlpack::__private::TensorFieldsOf<__DlpackMarker> for Model<'a, T, D>
     where
         D: Dimension,
-        Array<T, D>: _dlpack::__private::TensorFieldsOf<__M>,
-        Option<Array1<T>>: _dlpack::__private::TensorFieldsOf<__M>,
-        Head: _dlpack::__private::TensorFieldsOf<__M>,
-        Vec<Layer<T>>: _dlpack::__private::TensorFieldsOf<__M>,
+        Array<T, D>: _dlpack::__private::TensorFieldsOf<__DlpackMarker>,
+        Option<Array1<T>>: _dlpack::__private::TensorFieldsOf<__DlpackMarker>,
+        Head: _dlpack::__private::TensorFieldsOf<__DlpackMarker>,
+        Vec<Layer<T>>: _dlpack::__private::TensorFieldsOf<__DlpackMarker>,
     {
         fn visit_tensors(
             &self,
@@ -79,24 +79,24 @@ const _: () = {
                 T,
                 D,
             > as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::visit_tensors(&self.weight, __name, __visit);
             __name.truncate(__len);
             let __len = _dlpack::__private::push_segment(__name, "b");
             <Option<
                 Array1<T>,
             > as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::visit_tensors(&self.bias, __name, __visit);
             __name.truncate(__len);
             <Head as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::visit_tensors(&self.head, __name, __visit);
             let __len = _dlpack::__private::push_segment(__name, "layers");
             <Vec<
                 Layer<T>,
             > as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::visit_tensors(&self.layers, __name, __visit);
             __name.truncate(__len);
         }
@@ -111,32 +111,35 @@ const _: () = {
                         T,
                         D,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor(&self.weight, __rest);
                 }
                 "b" => {
                     return <Option<
                         Array1<T>,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor(&self.bias, __rest);
                 }
                 "layers" => {
                     return <Vec<
                         Layer<T>,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor(&self.layers, __rest);
                 }
                 _ => {}
             }
             match <Head as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::find_tensor(&self.head, __path) {
                 _dlpack::__private::Found::Nothing => {}
                 __found => return __found,
             }
             _dlpack::__private::Found::Nothing
+        }
+        fn field_names() -> &'static [&'static str] {
+            &["weight", "b", "layers"]
         }
         fn find_tensor_mut(
             &mut self,
@@ -149,27 +152,27 @@ const _: () = {
                         T,
                         D,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor_mut(&mut self.weight, __rest);
                 }
                 "b" => {
                     return <Option<
                         Array1<T>,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor_mut(&mut self.bias, __rest);
                 }
                 "layers" => {
                     return <Vec<
                         Layer<T>,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor_mut(&mut self.layers, __rest);
                 }
                 _ => {}
             }
             if let _dlpack::__private::Some(__found) = <Head as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::find_tensor_mut(&mut self.head, __path) {
                 return _dlpack::__private::Some(__found);
             }

@@ -30,10 +30,12 @@ const _: () = {
     }
     #[automatically_derived]
     #[allow(unused_qualifications)]
-    impl<T, __M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M>
-    for Pair<T>
+    impl<
+        T,
+        __DlpackMarker: ?::core::marker::Sized,
+    > _dlpack::__private::TensorFieldsOf<__DlpackMarker> for Pair<T>
     where
-        Array1<T>: _dlpack::__private::TensorFieldsOf<__M>,
+        Array1<T>: _dlpack::__private::TensorFieldsOf<__DlpackMarker>,
     {
         fn visit_tensors(
             &self,
@@ -47,7 +49,7 @@ const _: () = {
             <Array1<
                 T,
             > as _dlpack::__private::TensorFieldsOf<
-                __M,
+                __DlpackMarker,
             >>::visit_tensors(&self.0, __name, __visit);
             __name.truncate(__len);
         }
@@ -61,12 +63,15 @@ const _: () = {
                     return <Array1<
                         T,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor(&self.0, __rest);
                 }
                 _ => {}
             }
             _dlpack::__private::Found::Nothing
+        }
+        fn field_names() -> &'static [&'static str] {
+            &["0"]
         }
         fn find_tensor_mut(
             &mut self,
@@ -78,7 +83,7 @@ const _: () = {
                     return <Array1<
                         T,
                     > as _dlpack::__private::TensorFieldsOf<
-                        __M,
+                        __DlpackMarker,
                     >>::find_tensor_mut(&mut self.0, __rest);
                 }
                 _ => {}

@@ -20,7 +20,9 @@ const _: () = {
     }
     #[automatically_derived]
     #[allow(unused_qualifications)]
-    impl<__M: ?::core::marker::Sized> _dlpack::__private::TensorFieldsOf<__M> for Empty {
+    impl<
+        __DlpackMarker: ?::core::marker::Sized,
+    > _dlpack::__private::TensorFieldsOf<__DlpackMarker> for Empty {
         fn visit_tensors(
             &self,
             _: &mut _dlpack::__private::String,
@@ -31,6 +33,9 @@ const _: () = {
                 return _dlpack::__private::Found::Group;
             }
             _dlpack::__private::Found::Nothing
+        }
+        fn field_names() -> &'static [&'static str] {
+            &[]
         }
         fn find_tensor_mut(
             &mut self,

@@ -404,10 +404,14 @@ to_one_tensor! {
 
 to_one_tensor! {
     /// Shares the buffer: zero-copy and `READ_ONLY`, or writable like an `Array` if this
-    /// was the only handle.
+    /// was the only handle (a shared `bool` buffer is copied: a consumer that ignores
+    /// `READ_ONLY` could store bytes that are no `bool`).
     impl[A: Element, D: Dimension + 'static] for ArcArray<A, D> {
         |array| match array.try_into_owned_nocopy() {
             Ok(array) => export_array(array, 0),
+            // A consumer that ignores `READ_ONLY` (PyTorch) could store bytes that are no
+            // `bool` where the other handles read them.
+            Err(shared) if A::DTYPE == crate::DataType::BOOL => export_copy(&shared),
             Err(shared) => export_shared(shared),
         }
     }

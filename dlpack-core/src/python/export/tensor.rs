@@ -110,7 +110,8 @@ pub struct Tensor {
 
 impl Tensor {
     /// Wraps a tensor for Python.
-    pub fn new(tensor: ManagedTensor) -> Self {
+    pub fn new(mut tensor: ManagedTensor) -> Self {
+        tensor.mark_exposed();
         Self {
             tensor: Arc::new(tensor),
             c_strides: OnceLock::new(),
