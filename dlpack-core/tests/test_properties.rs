@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Counter, Spec, buffer_from_bytes, versioned};
 use dlpack_core::ffi::{
-    DLDataType, DLDataTypeCode, DLDeviceType, DLPACK_FLAG_BITMASK_READ_ONLY, DLPackVersion,
+    DLDataType, DLDataTypeCode, DLDeviceType, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPackVersion,
 };
 use dlpack_core::{DLPackArray, Element, Error, FromDLPack, ManagedTensor, ToDLPack};
 use ndarray::{ArcArray, ArrayD, Axis, Dimension, IntoDimension, Ix2, IxDyn, Slice};
@@ -116,10 +117,19 @@ fn export_import<A: TestElem>(case: &LayoutCase) -> Result<(), TestCaseError> {
     prop_assert_eq!(owned.view(), expected.view());
     prop_assert_eq!(owned.into_owned().unwrap().as_ptr(), ptr);
 
-    // Shared: read-only, same buffer, comes back shared.
+    // Shared: read-only, same buffer, comes back shared; `bool` is copied (a consumer
+    // that ignores `READ_ONLY` could store bytes that are no `bool`).
     let shared: ArcArray<A, IxDyn> = build::<A>(case).into_shared();
     let keep = shared.clone();
     let t = shared.to_dlpack().unwrap();
+    if t.dtype().code() == DLDataTypeCode::kDLBool {
+        prop_assert!(!t.is_read_only() && t.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0);
+        prop_assert_eq!(&t.as_array::<A, IxDyn>().unwrap(), &expected);
+        if !expected.is_empty() {
+            prop_assert_ne!(t.data().cast::<A>().cast_const(), keep.as_ptr());
+        }
+        return Ok(());
+    }
     prop_assert!(t.is_read_only());
     let view = t.as_array::<A, IxDyn>().unwrap();
     prop_assert_eq!(&view, &expected);
