@@ -54,7 +54,7 @@
 //!   repository, a complete one to copy.
 //! - **Keep a model in Rust as a Python object** (its tensors as zero-copy attributes,
 //!   PyTorch's `state_dict` and `load_state_dict`, Rust methods on the same memory):
-//!   [`pymodel`], and the sharing rule in [`python::model`][python_model].
+//!   [`pymodel`], and the sharing rule in [`python::model`].
 //! - **Write in place** into a caller's array: [`python`] ("Writing into a caller's
 //!   array, in place"); which imports may be written, and what each one trusts:
 //!   [`guide::import_safety`].
@@ -105,10 +105,10 @@
     not(all(feature = "pyo3", feature = "derive")),
     doc = "[`pymodel`]: https://docs.rs/dlpack-core/latest/dlpack_core/attr.pymodel.html"
 )]
-#![cfg_attr(feature = "pyo3", doc = "[python_model]: crate::python::model")]
+#![cfg_attr(feature = "pyo3", doc = "[`python::model`]: crate::python::model")]
 #![cfg_attr(
     not(feature = "pyo3"),
-    doc = "[python_model]: https://docs.rs/dlpack-core/latest/dlpack_core/python/model/index.html"
+    doc = "[`python::model`]: https://docs.rs/dlpack-core/latest/dlpack_core/python/model/index.html"
 )]
 #![cfg_attr(feature = "safetensors", doc = "[`safetensors`]: crate::safetensors")]
 #![cfg_attr(
