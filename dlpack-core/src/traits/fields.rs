@@ -73,14 +73,6 @@ pub trait TensorField {
 /// first while one is shared (copy-on-write). An `Array` field cannot be shared: its
 /// buffer is freed with the field; nor can an `ArcArray`: its clones are values that
 /// Rust code may read anywhere, which Python's writes would reach.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be shared with Python as a model's tensors",
-    label = "not a `SharedArray`, or a struct deriving `ToDLPack` whose fields all are",
-    note = "a model shared with Python keeps its arrays as `dlpack_core::SharedArray` \
-            (`SharedArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, \
-            and Rust's writes copy it first while Python holds it (copy-on-write); a \
-            struct with a field exchanged through a `with` module cannot be shared"
-)]
 pub trait TensorFields {
     /// Calls `visit` with the name and the field of every tensor of the value, in the
     /// order [`ToDLPack`](crate::ToDLPack) exports them. `name` holds the prefix on

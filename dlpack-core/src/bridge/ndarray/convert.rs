@@ -298,11 +298,12 @@ pub(super) fn share_writable<A: Element, D: Dimension + 'static>(
     Ok(tensor.into_shared())
 }
 
-/// The buffer of a writable [`share_writable`] tensor of the same type and shape as
-/// `like`, for a field that then shares it (tied weights); `None` for any other tensor.
+/// The buffer of a writable [`share_writable`] tensor of the same type (and of the shape
+/// `like`, when given), for a field that then shares it (tied weights); `None` for any
+/// other tensor.
 pub(super) fn shared_owner<'a, A: Element, D: Dimension + 'static>(
     tensor: &'a ManagedTensor,
-    like: &[usize],
+    like: Option<&[usize]>,
 ) -> Option<&'a ArcArray<A, D>> {
     if tensor.is_read_only() {
         return None;
@@ -310,7 +311,7 @@ pub(super) fn shared_owner<'a, A: Element, D: Dimension + 'static>(
     tensor
         .owner::<ShareOwner<A, D>>()
         .map(|owner| &owner.0)
-        .filter(|array| array.shape() == like)
+        .filter(|array| like.is_none_or(|like| array.shape() == like))
 }
 
 /// Copies into a fresh standard-layout buffer (the most widely accepted layout:
@@ -495,8 +496,7 @@ from_one_tensor! {
     /// `Array` export without a copy; anything else is copied.
     impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
         |tensor| {
-            let shape = tensor.shape().iter().map(|&n| n as usize).collect::<Vec<_>>();
-            if let Some(tied) = SharedArray::tied(&tensor, &shape) {
+            if let Some(tied) = SharedArray::tied(&tensor, None) {
                 return Ok(tied);
             }
             Array::<A, D>::from_dlpack(tensor).map(SharedArray::from)

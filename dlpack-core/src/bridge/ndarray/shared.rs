@@ -116,8 +116,8 @@ impl<A: Element, D: Dimension> SharedArray<A, D> {
     }
 
     /// Shares the buffer of `tensor` when it is a writable share of a field of this type
-    /// and shape.
-    pub(super) fn tied(tensor: &ManagedTensor, like: &[usize]) -> Option<Self>
+    /// (and of the shape `like`, when given).
+    pub(super) fn tied(tensor: &ManagedTensor, like: Option<&[usize]>) -> Option<Self>
     where
         D: 'static,
     {
@@ -176,7 +176,7 @@ impl<A: Element, D: Dimension + 'static> TensorField for SharedArray<A, D> {
     }
 
     fn tie(&mut self, tensor: &ManagedTensor) -> bool {
-        match Self::tied(tensor, self.0.shape()) {
+        match Self::tied(tensor, Some(self.0.shape())) {
             Some(tied) => {
                 *self = tied;
                 true
