@@ -52,6 +52,11 @@ class Tensor:
     def read_only(self) -> bool:
         """Whether the producer forbids writes."""
 
+    @property
+    def copies_read_only(self) -> bool:
+        """Whether consumers get copies: read-only memory that Rust code also reads,
+        which a consumer that ignores the read-only flag (PyTorch) could write."""
+
     def data_ptr(self) -> int:
         """The address of the first element."""
 

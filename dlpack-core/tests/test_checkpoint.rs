@@ -1126,3 +1126,154 @@ fn only_regular_files_are_read_and_a_pipe_is_never_waited_for() {
     std::os::unix::fs::symlink("/dev/zero", &index).unwrap();
     refused(Checkpoint::open(&index).unwrap_err());
 }
+
+/// Every regular file under `dir` (links not followed), with its bytes.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut folders = vec![dir.to_owned()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            let name = entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .display()
+                .to_string();
+            if kind.is_dir() {
+                folders.push(entry.path());
+            } else if kind.is_file() {
+                files.insert(name, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+#[cfg(unix)]
+fn a_save_into_a_cache_snapshot_replaces_its_links_and_writes_no_blob() {
+    // The Hugging Face cache: a snapshot's files are links to content-addressed blobs
+    // that other revisions share.
+    let cache = folder();
+    let blobs = cache.path().join("blobs");
+    let snapshot = cache.path().join("snapshots/rev");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let linked = [
+        ("model-00001-of-00003.safetensors", "eighteen bytes ..."),
+        ("model-00002-of-00003.safetensors", "fifteen bytes.."),
+        ("model.safetensors.index.json", "{\"weight_map\": {}}"),
+        ("model.safetensors", "a single file"),
+        ("config.json", "{}"),
+    ];
+    for (i, (name, text)) in linked.iter().enumerate() {
+        std::fs::write(blobs.join(format!("blob{i}")), text).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/blob{i}"), snapshot.join(name)).unwrap();
+    }
+    let blobs_before = tree(&blobs);
+
+    // Sharded: the shard and index links become files of the snapshot's own; the
+    // single file's link, stale beside shards, is removed; the config's stays a link.
+    save_abc(&snapshot, 2.0).unwrap();
+    assert_eq!(tree(&blobs), blobs_before, "a blob was written");
+    for name in [
+        "model-00001-of-00003.safetensors",
+        "model-00002-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+        "model.safetensors.index.json",
+    ] {
+        let meta = std::fs::symlink_metadata(snapshot.join(name)).unwrap();
+        assert!(meta.is_file(), "{name} is still a link");
+    }
+    assert!(std::fs::symlink_metadata(snapshot.join("model.safetensors")).is_err());
+    let config = std::fs::symlink_metadata(snapshot.join("config.json")).unwrap();
+    assert!(config.file_type().is_symlink());
+    let abc: Abc = Checkpoint::open(&snapshot).unwrap().load().unwrap();
+    assert_eq!((abc.a[0], abc.b[0], abc.c[0]), (2.0, 2.0, 2.0));
+    // Nothing was written outside the snapshot folder: the cache holds the blobs and
+    // the snapshot's files, no temporary file anywhere.
+    let outside: Vec<String> = tree(cache.path())
+        .into_keys()
+        .filter(|name| !name.starts_with("blobs/") && !name.starts_with("snapshots/rev/"))
+        .collect();
+    assert!(outside.is_empty(), "{outside:?}");
+
+    // A single file over a link: the link is replaced, its blob kept.
+    let other = cache.path().join("snapshots/other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::os::unix::fs::symlink("../../blobs/blob3", other.join("model.safetensors")).unwrap();
+    let batch = TensorBatch::try_from(vec![(
+        "a",
+        Array1::from_elem(2, 5.0f32).to_dlpack().unwrap(),
+    )])
+    .unwrap();
+    batch.write_checkpoint(&other, u64::MAX).unwrap();
+    assert_eq!(tree(&blobs), blobs_before, "a blob was written");
+    assert!(
+        std::fs::symlink_metadata(other.join("model.safetensors"))
+            .unwrap()
+            .is_file()
+    );
+    let names: Vec<String> = tree(&other).into_keys().collect();
+    assert_eq!(names, ["model.safetensors"]);
+}
+
+#[test]
+fn a_checkpoint_saved_to_an_empty_path_is_refused_before_anything_is_written() {
+    let dir = folder();
+    let before = tree(dir.path());
+    let batch = TensorBatch::try_from(vec![(
+        "a",
+        Array1::from_elem(2, 1.0f32).to_dlpack().unwrap(),
+    )])
+    .unwrap();
+    // (The current folder is the process's: what would be written there is compared
+    // with a folder of the test's own through the error alone, and `"."` is the
+    // spelling that saves there.)
+    for err in [
+        batch.write_checkpoint("", 1).unwrap_err(),
+        batch.write_safetensors("").unwrap_err(),
+    ] {
+        let Error::Io {
+            path,
+            kind,
+            message,
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(path, Path::new(""));
+        assert_eq!(*kind, std::io::ErrorKind::InvalidInput);
+        assert!(message.contains("\".\""), "{message}");
+    }
+    assert!(!Path::new("model.safetensors").exists());
+    assert_eq!(tree(dir.path()), before);
+}
+
+#[test]
+fn every_io_error_of_a_save_names_its_path() {
+    let dir = folder();
+    let batch = TensorBatch::try_from(vec![(
+        "a",
+        Array1::from_elem(2, 1.0f32).to_dlpack().unwrap(),
+    )])
+    .unwrap();
+    // A file where the folder should be; a folder where the file should be.
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = batch.write_checkpoint(file.join("sub"), 1).unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if path == &file.join("sub")),
+        "{err}"
+    );
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir_all(ckpt.join("model.safetensors")).unwrap();
+    let err = batch.write_checkpoint(&ckpt, u64::MAX).unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if path == &ckpt.join("model.safetensors")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("model.safetensors"), "{err}");
+}

@@ -3,12 +3,14 @@
 arrays and of tensors that autograd tracks (read like any import; the safe path never
 writes them)."""
 
+import textwrap
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 
-from helpers import np_ptr
+from helpers import np_ptr, run_child
 
 # Run again against the stable-ABI build (tests/README.md).
 pytestmark = pytest.mark.protocol
@@ -181,3 +183,98 @@ def test_a_subclass_whose_torch_function_refuses_is_still_read(ext):
         v = torch.ones(3).as_subclass(Narrow)
     with pytest.raises(RuntimeError, match="could not say whether the tensor requires grad"):
         ext.scale_in_place(2.0, v)
+
+
+# A stand-in registered under torch's names (a test's mock, a stub package) is never
+# taken for torch, and never kept: the real torch's rule holds once it loads. Each in a
+# new interpreter, where the extension has found no torch yet.
+STAND_INS = {
+    # A module made in Python, with a class that claims torch's module.
+    "python-module": """
+        fake_c = types.ModuleType("torch._C")
+        class TensorBase:
+            pass
+        TensorBase.__module__ = "torch._C"
+        fake_c.TensorBase = TensorBase
+        fake_c.is_grad_enabled = lambda: False
+        fake = types.ModuleType("torch")
+        fake._C = fake_c
+        fake.Tensor = type("Tensor", (TensorBase,), {})
+        sys.modules["torch"], sys.modules["torch._C"] = fake, fake_c
+    """,
+    # Torch's real TensorBase in a stand-in module that says grad mode is off.
+    "real-class-in-python-module": """
+        import torch
+        fake_c = types.ModuleType("torch._C")
+        fake_c.TensorBase = torch._C.TensorBase
+        fake_c.is_grad_enabled = lambda: False
+        real_c = sys.modules["torch._C"]
+        sys.modules["torch._C"] = fake_c
+    """,
+    # Another extension module, given torch's class and a C function of its own that
+    # answers False.
+    "other-extension": """
+        import gc, torch
+        gc.TensorBase = torch._C.TensorBase
+        gc.is_grad_enabled = gc.isenabled
+        gc.disable()
+        real_c = sys.modules["torch._C"]
+        sys.modules["torch._C"] = gc
+    """,
+    # Torch's own module with its grad-mode function replaced by a Python one.
+    "patched-function": """
+        import torch
+        real = torch._C.is_grad_enabled
+        torch._C.is_grad_enabled = lambda: False
+    """,
+}
+
+RESTORE = {
+    "python-module": 'del sys.modules["torch"], sys.modules["torch._C"]',
+    "real-class-in-python-module": 'sys.modules["torch._C"] = real_c',
+    "other-extension": 'sys.modules["torch._C"] = real_c; gc.enable()',
+    "patched-function": "torch._C.is_grad_enabled = real",
+}
+
+
+@pytest.mark.parametrize("stand_in", sorted(STAND_INS))
+def test_a_stand_in_for_torch_is_never_kept(stand_in):
+    child = run_child(
+        "import sys, textwrap, types\n"
+        "import numpy as np\n"
+        "import dlpack_test_ext as ext\n"
+        + textwrap.dedent(STAND_INS[stand_in])
+        + """
+# The extension asks for torch's rule while the stand-in is registered...
+a = np.ones(3, np.float32)
+ext.scale_in_place(2.0, a)
+assert a.tolist() == [2.0] * 3
+if "torch" in sys.modules and hasattr(sys.modules["torch"], "nn"):
+    w = sys.modules["torch"].nn.Parameter(sys.modules["torch"].ones(3))
+    try:
+        ext.scale_in_place(2.0, w)
+        print("during: written")
+    except RuntimeError as e:
+        print("during: refused" if "requires grad" in str(e) else f"during: {e}")
+"""
+        + RESTORE[stand_in]
+        + """
+# ... and the real torch's rule holds once the stand-in is gone.
+import torch
+assert torch.is_grad_enabled()
+w = torch.nn.Parameter(torch.ones(3))
+try:
+    ext.scale_in_place(2.0, w)
+    print("after: written")
+except RuntimeError as e:
+    print("after: refused" if "requires grad" in str(e) else f"after: {e}")
+print("values", w.detach().tolist())
+"""
+    )
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.split("\n")
+    assert "after: refused" in lines and "values [1.0, 1.0, 1.0]" in lines, child.stdout
+    # While a stand-in holds torch's names, a real tensor that requires grad is
+    # refused all the same (the rule is torch's object's own) or, where the stand-in
+    # hides the real module, read as a plain import: never written in grad mode.
+    assert "during: written" not in lines, child.stdout

@@ -161,12 +161,57 @@ def test_torch_asks_for_versioned_capsules(ext):
     assert seen[0][0][0] >= 1 and seen[0][1] == "dltensor_versioned"
 
 
-def test_read_only_tensor_is_writable_in_torch(ext):
-    # PyTorch ignores the READ_ONLY flag (DLPack lets consumers do so).
+def test_torch_ignores_the_read_only_flag(ext):
+    # Why read-only memory of Rust's never reaches a consumer without a copy: PyTorch
+    # imports a READ_ONLY tensor as a writable one, and its in-place operations write
+    # the producer's memory. (Here a tensor that no Rust code reads any more, handed
+    # over without the guard: `Tensor::new_unchecked`.) NumPy's own read-only arrays
+    # fare the same.
     t = ext.make_read_only([4], counted=True)
-    assert t.read_only
+    assert t.read_only and not t.copies_read_only
     x = torch.from_dlpack(t)
-    assert x.tolist() == expected("float32", (4,)).tolist()
+    assert x.data_ptr() == t.data_ptr()
+    x.add_(1)
+    assert np.from_dlpack(t).tolist() == (expected("float32", (4,)) + 1).tolist()
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    torch.from_dlpack(a).add_(1)
+    assert a.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_shared_arc_array_reaches_torch_as_a_copy_rust_never_sees_written(ext):
+    kept = ext.KeptArc(4)
+    t = kept.export()
+    # Flagged read-only (Rust keeps another handle), and guarded.
+    assert t.read_only and t.copies_read_only
+    assert t.data_ptr() == kept.data_ptr()
+    x = torch.from_dlpack(t)
+    assert x.data_ptr() != kept.data_ptr()
+    x.add_(10)
+    assert x.tolist() == [10.0, 11.0, 12.0, 13.0]
+    # What Rust reads through its own handle never changed.
+    assert kept.values() == [0.0, 1.0, 2.0, 3.0]
+    # Through the C exchange API (which torch may use) and every capsule alike.
+    capsule = t.__dlpack__(max_version=(1, 0))
+    y = torch.from_dlpack(capsule)
+    y.mul_(0)
+    assert kept.values() == [0.0, 1.0, 2.0, 3.0]
+    # NumPy gets its copy too (writable: nothing else sees it), and copy=False, which
+    # cannot be honoured, is refused as NumPy refuses what it cannot share.
+    a = np.from_dlpack(t)
+    assert a.flags.writeable and a.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(BufferError, match="read-only memory that Rust code also reads"):
+        t.__dlpack__(max_version=(1, 0), copy=False)
+    with pytest.raises(BufferError):
+        torch.from_dlpack(t, copy=False)
+
+
+def test_an_owned_array_reaches_torch_without_a_copy(ext):
+    # What the guard's message advises: a moved array is shared, writable.
+    t, ptr = ext.make("float32", [4], counted=True)
+    assert not t.read_only and not t.copies_read_only
+    x = torch.from_dlpack(t)
+    assert x.data_ptr() == ptr
 
 
 # ---------------------------------------------------------------------------------------

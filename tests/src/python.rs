@@ -376,10 +376,13 @@ fn live_exports() -> usize {
     LIVE.load(Ordering::SeqCst)
 }
 
-/// A read-only export (an `ArcArray` still shared elsewhere when exported).
+/// A read-only export (an `ArcArray` still shared elsewhere when exported), handed to
+/// Python as it is, flagged `READ_ONLY`, without the copy that `Tensor::new` makes its
+/// consumers take: the clone is dropped before Python sees the tensor, so no Rust code
+/// reads the buffer (for the tests of the flag's journey, whose consumers never write).
 #[pyfunction]
 #[pyo3(signature = (shape, counted = false))]
-fn make_read_only(shape: Vec<usize>, counted: bool) -> PyResult<ManagedTensor> {
+fn make_read_only(shape: Vec<usize>, counted: bool) -> PyResult<Tensor> {
     let array = build_array::<f32>(&shape, "c")?.into_shared();
     let keep = array.clone();
     let tensor = if counted {
@@ -410,7 +413,37 @@ fn make_read_only(shape: Vec<usize>, counted: bool) -> PyResult<ManagedTensor> {
         array.to_dlpack()?
     };
     drop(keep);
-    Ok(tensor)
+    // SAFETY: no Rust handle of the buffer is left (`keep` is gone, the tensor owns the
+    // last one), so no Rust code reads what a consumer could write.
+    Ok(unsafe { Tensor::new_unchecked(tensor) })
+}
+
+/// An `ArcArray` that Rust keeps and reads, exported through the safe path: a shared
+/// export, `READ_ONLY`, whose consumers get copies (`Tensor::copies_read_only`).
+#[pyclass]
+struct KeptArc(ndarray::ArcArray1<f32>);
+
+#[pymethods]
+impl KeptArc {
+    #[new]
+    fn new(n: usize) -> Self {
+        Self(Array1::from_iter((0..n).map(|i| i as f32)).into_shared())
+    }
+
+    /// A clone of the array, exported (`ArcArray: ToDLPack`), as a Python `Tensor`.
+    fn export(&self) -> PyResult<ManagedTensor> {
+        Ok(self.0.clone().to_dlpack()?)
+    }
+
+    /// The elements as Rust reads them.
+    fn values(&self) -> Vec<f32> {
+        self.0.to_vec()
+    }
+
+    /// The address of the first element.
+    fn data_ptr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
 }
 
 /// A counted tensor of `n` bytes of dtype `float8_e4m3fn`, which no `Element` maps.
@@ -801,6 +834,7 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(make_read_only, m)?)?;
+    m.add_class::<KeptArc>()?;
     m.add_function(wrap_pyfunction!(make_float8, m)?)?;
     m.add_function(wrap_pyfunction!(make_on_device, m)?)?;
     m.add_function(wrap_pyfunction!(capsule_with_major, m)?)?;

@@ -45,6 +45,9 @@ pub(crate) enum TorchRefusal {
     RequiresGrad,
     /// Its `requires_grad` could not be read.
     Unreadable,
+    /// Torch's names are held by a stand-in (not torch's own module), so grad mode
+    /// could not be read.
+    StandIn,
 }
 
 impl TorchRefusal {
@@ -58,6 +61,11 @@ impl TorchRefusal {
             Self::Unreadable => {
                 "torch could not say whether the tensor requires grad (its requires_grad \
                  raised): it is not written in place"
+            }
+            Self::StandIn => {
+                "torch could not say whether the tensor requires grad (sys.modules['torch._C'] \
+                 is not torch's own module, or its is_grad_enabled was replaced): it is not \
+                 written in place"
             }
         }
     }

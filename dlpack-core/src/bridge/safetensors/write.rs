@@ -42,11 +42,13 @@ impl TensorBatch {
     /// that does not check out, or named `__metadata__` ([`Error::InvalidName`]), each
     /// wrapped in [`Error::Tensor`] with its name; sub-byte elements that do not fill
     /// whole bytes, or a header above the format's limit ([`Error::InvalidFile`]).
-    /// While writing: [`Error::Io`].
+    /// While writing: [`Error::Io`], naming the file (an empty `path` is refused as
+    /// `InvalidInput` before anything is written).
     pub fn write_safetensors(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
+        refuse_empty(path, "file")?;
         let planned = plan_file(path, self.iter(), self.metadata())?;
-        write_planned(path, &planned)
+        write_planned(path, &planned, Links::Follow)
     }
 }
 
@@ -133,8 +135,8 @@ fn plan_file<'a>(
 }
 
 /// Writes a planned file (atomically, see [`write_atomically`]).
-fn write_planned(path: &Path, planned: &Planned<'_>) -> Result<()> {
-    write_atomically(path, planned.total, |out| {
+fn write_planned(path: &Path, planned: &Planned<'_>, links: Links) -> Result<()> {
+    write_atomically(path, planned.total, links, |out| {
         out.write_all(&(planned.header.len() as u64).to_le_bytes())?;
         out.write_all(&planned.header)?;
         for tensor in &planned.tensors {
@@ -203,18 +205,46 @@ fn plan_tensor(name: &str, tensor: &ManagedTensor) -> Result<safetensors::Dtype>
     Ok(stored)
 }
 
+/// What a save does with a symbolic link where it writes a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Links {
+    /// The file the link points to is the one replaced (`write_safetensors`: the
+    /// caller named that path).
+    Follow,
+    /// The link itself is replaced by the new file, and what it pointed to is left
+    /// alone (a checkpoint's files: nothing outside its folder is written).
+    Replace,
+}
+
+/// An empty path, refused before anything is written (`std::fs` would read it as no
+/// file at all, and a join onto it as the current folder).
+fn refuse_empty(path: &Path, what: &str) -> Result<()> {
+    if !path.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let err = std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("an empty path names no {what}: write \".\" for the current folder"),
+    );
+    Err(Error::io(path, &err))
+}
+
 /// Writes `total` bytes with `write` to a new temporary file beside `path`, then renames
 /// it to `path`; on any error the temporary file is removed and `path` is untouched.
 ///
-/// A symbolic link at `path` is followed: the file it points to is the one replaced. A
-/// file replaced keeps its permissions; a new one gets what `File::create` gives.
+/// A symbolic link at `path` is followed or replaced, as `links` says. A regular file
+/// replaced keeps its permissions; a new one (or one that replaces a link) gets what
+/// `File::create` gives.
 fn write_atomically(
     path: &Path,
     total: u64,
+    links: Links,
     write: impl FnOnce(&mut BufWriter<&File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    let target = if is_link {
+    refuse_empty(path, "file")?;
+    let there = std::fs::symlink_metadata(path).ok();
+    let is_link = there.as_ref().is_some_and(|m| m.file_type().is_symlink());
+    let target = if is_link && links == Links::Follow {
         std::fs::canonicalize(path).map_err(|e| Error::io(path, &e))?
     } else {
         path.to_owned()
@@ -223,7 +253,12 @@ fn write_atomically(
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let existing = std::fs::metadata(&target).ok().map(|m| m.permissions());
+    let existing = match links {
+        Links::Follow => std::fs::metadata(&target).ok(),
+        // (Never the permissions of what a link points to: a regular file's only.)
+        Links::Replace => there.filter(std::fs::Metadata::is_file),
+    }
+    .map(|m| m.permissions());
     let mut builder = tempfile::Builder::new();
     // A short name, whatever the length of the target's.
     builder.prefix(".dlpack-").suffix(".tmp");
@@ -247,6 +282,7 @@ fn write_atomically(
         write(&mut out).map_err(fail)?;
         out.flush().map_err(fail)?;
     }
+    // (A rename replaces a link itself, never what it points to.)
     temp.persist(&target).map_err(|e| fail(e.error))?;
     Ok(())
 }
@@ -283,12 +319,23 @@ impl TensorBatch {
     /// number, and `model.safetensors` or the index, whichever the new layout does not
     /// use. Other files in the folder are left alone.
     ///
+    /// Nothing outside the folder is written: a symbolic link in it under the name of a
+    /// file the save writes or removes is itself replaced or removed, and the file it
+    /// points to is left as it was. That is the Hugging Face cache's layout
+    /// (`snapshots/<revision>/model.safetensors -> ../../blobs/<hash>`), whose blobs other
+    /// revisions share: a save into a snapshot folder replaces its links with files of
+    /// its own. (Unlike [`write_safetensors`](Self::write_safetensors), which writes the
+    /// file that a link at the path it is given names.)
+    ///
     /// # Errors
     ///
     /// As [`write_safetensors`](Self::write_safetensors), for every tensor before any
-    /// file is written; [`Error::Io`] for the folder and the files.
+    /// file is written; [`Error::Io`] naming the folder or the file: an empty `dir`
+    /// (`InvalidInput`, before anything is written: `"."` is the current folder), a
+    /// folder that cannot be made or read, a file that cannot be written or removed.
     pub fn write_checkpoint(&self, dir: impl AsRef<Path>, max_shard_bytes: u64) -> Result<()> {
         let dir = dir.as_ref();
+        refuse_empty(dir, "folder")?;
         let mut shards: Vec<Vec<(&str, &ManagedTensor)>> = Vec::new();
         let mut current = 0u64;
         let mut total_size = 0u64;
@@ -331,7 +378,7 @@ impl TensorBatch {
             remove_if_there(&dir.join(INDEX_NAME))?;
         }
         for (path, plan) in &planned {
-            write_planned(path, plan)?;
+            write_planned(path, plan, Links::Replace)?;
         }
         if count > 1 {
             let weight_map: BTreeMap<&str, &str> = shards
@@ -349,7 +396,9 @@ impl TensorBatch {
             let mut text = serde_json::to_vec_pretty(&index)
                 .map_err(|e| invalid(&path, None, format!("the index cannot be written: {e}")))?;
             text.push(b'\n');
-            write_atomically(&path, text.len() as u64, |out| out.write_all(&text))?;
+            write_atomically(&path, text.len() as u64, Links::Replace, |out| {
+                out.write_all(&text)
+            })?;
         }
         remove_stale(dir, &files)
     }

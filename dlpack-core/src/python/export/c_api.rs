@@ -94,7 +94,7 @@ unsafe extern "C" fn from_object(
         let tensor = unsafe { tensor_arg(py, py_object) }?;
         // SAFETY: as above.
         let out = unsafe { out_arg(out) }?;
-        let header = versioned_header(tensor.get().shared_ref())?;
+        let header = versioned_header(tensor.get())?;
         *out = header.into_raw();
         Ok(())
     };

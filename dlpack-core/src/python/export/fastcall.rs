@@ -112,7 +112,7 @@ fn dlpack<'a, 'py>(
     args: impl Iterator<Item = Borrowed<'a, 'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = parse(slf.py(), nargs, kwnames, args)?.request()?;
-    export(slf.py(), slf.get().shared_ref(), request)
+    export(slf.py(), slf.get(), request)
 }
 
 /// Sorts the arguments of a vectorcall by keyword: positional arguments and unknown or

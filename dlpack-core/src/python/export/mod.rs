@@ -182,14 +182,11 @@ fn check_stream(device: Device, stream: Option<i64>) -> PyResult<()> {
     }
 }
 
-/// Answers one `__dlpack__` call: a fresh header over `shared` (or over a copy), in a
-/// capsule.
+/// Answers one `__dlpack__` call: a fresh header over `object`'s tensor (or over a
+/// copy), in a capsule.
 #[inline]
-fn export<'py>(
-    py: Python<'py>,
-    shared: &Arc<ManagedTensor>,
-    request: Request,
-) -> PyResult<Bound<'py, PyAny>> {
+fn export<'py>(py: Python<'py>, object: &Tensor, request: Request) -> PyResult<Bound<'py, PyAny>> {
+    let shared = object.shared_ref();
     let tensor = &**shared;
     let own = tensor.device();
     check_stream(request.dl_device.unwrap_or(own), request.stream)?;
@@ -204,9 +201,11 @@ fn export<'py>(
             )));
         }
     };
-    let needs_copy = request.legacy && tensor.is_read_only();
+    let guarded = object.copies_read_only();
+    let needs_copy = (request.legacy && tensor.is_read_only()) || guarded;
     let copy = match request.copy {
         Some(true) => true,
+        Some(false) if guarded => return Err(buffer_error(GUARDED_NO_COPY)),
         Some(false) if needs_copy => {
             return Err(buffer_error(
                 "a read-only tensor can only be exported as a legacy (unversioned) DLPack \
@@ -247,9 +246,23 @@ fn export<'py>(
     into_capsule(py, header?)
 }
 
+/// Why `copy=False` cannot be honoured for a read-only tensor of Rust's memory.
+const GUARDED_NO_COPY: &str = "the tensor is read-only memory that Rust code also reads, \
+    which a consumer could write (PyTorch ignores DLPack's read-only flag): it is exported \
+    only as a copy, and copy=False forbids that; to share it without a copy, the extension \
+    returns an array that Rust no longer holds (an owned ndarray, moved)";
+
 /// The header `__dlpack__(max_version=(1, 3))` gives: versioned, over the tensor's own
-/// data and device, with its flags.
-fn versioned_header(shared: &Arc<ManagedTensor>) -> PyResult<ManagedTensor> {
+/// data and device, with its flags (over a copy for a read-only tensor of Rust's memory,
+/// see [`Tensor::copies_read_only`]).
+fn versioned_header(object: &Tensor) -> PyResult<ManagedTensor> {
+    let shared = object.shared_ref();
+    if object.copies_read_only() {
+        return copy_tensor(shared).and_then(|copy| {
+            let flags = copy.flags() | DLPACK_FLAG_BITMASK_IS_COPIED;
+            header_over::<DLManagedTensorVersioned>(Arc::new(copy), Device::CPU, flags)
+        });
+    }
     let flags = shared.flags() & !DLPACK_FLAG_BITMASK_IS_COPIED;
     header_over::<DLManagedTensorVersioned>(Arc::clone(shared), shared.device(), flags)
 }

@@ -22,8 +22,9 @@ use crate::tensor::ManagedTensor;
 ///
 /// Python attributes: `shape` and `strides` (tuples; `strides` in elements, `None` if the
 /// producer gave none), `ndim`, `dtype` (a NumPy-style name such as `"float32"`),
-/// `device` (such as `"cpu:0"`), `read_only`, and `data_ptr()` (the address of the first
-/// element). The typing stub is [`TENSOR_STUB`](crate::python::TENSOR_STUB).
+/// `device` (such as `"cpu:0"`), `read_only`, `copies_read_only` (see
+/// [`Tensor::copies_read_only`]), and `data_ptr()` (the address of the first element).
+/// The typing stub is [`TENSOR_STUB`](crate::python::TENSOR_STUB).
 ///
 /// An extension exposes the class (for `isinstance` and type annotations) with
 /// [`add_to_module`](crate::python::add_to_module), which also names it after the
@@ -45,8 +46,10 @@ use crate::tensor::ManagedTensor;
 ///   the tensor's `READ_ONLY` flag.
 /// - `copy=True` copies into a fresh C-order buffer (flagged `IS_COPIED` in a versioned
 ///   capsule); `copy=False` never copies; `copy=None` copies only when it must: a
-///   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only.
-///   With `copy=False` that case is a `BufferError`, as in NumPy.
+///   `READ_ONLY` tensor asked for as a legacy capsule, which cannot say it is read-only,
+///   and a read-only tensor of Rust's own memory, which PyTorch would write
+///   ([`Tensor::copies_read_only`]). With `copy=False` those cases are a `BufferError`,
+///   as in NumPy.
 /// - `stream` must be `None` for a CPU tensor: anything else is a `RuntimeError`, as
 ///   NumPy 2 raises (PyTorch accepts `-1` and fails an assertion otherwise; the
 ///   standard names no exception). For a device tensor it is an integer that the
@@ -103,19 +106,62 @@ use crate::tensor::ManagedTensor;
 #[pyclass(frozen, name = "Tensor", module = "dlpack_core")]
 pub struct Tensor {
     tensor: Arc<ManagedTensor>,
+    /// Whether consumers get copies of the data (see [`Tensor::copies_read_only`]).
+    copies_read_only: bool,
     /// C-contiguous strides, made when a C consumer borrows the description of a
     /// tensor whose producer gave none (DLPack 1.2 and later require strides).
     c_strides: OnceLock<Box<[i64]>>,
 }
 
 impl Tensor {
-    /// Wraps a tensor for Python.
-    pub fn new(mut tensor: ManagedTensor) -> Self {
+    /// Wraps a tensor for Python. A read-only tensor over memory that Rust code may
+    /// still read (made by this crate: a shared `ArcArray`, a burn tensor with other
+    /// handles, a `from_owner` tensor flagged `READ_ONLY`) reaches consumers as copies:
+    /// see [`copies_read_only`](Self::copies_read_only).
+    pub fn new(tensor: ManagedTensor) -> Self {
+        let copies =
+            tensor.is_read_only() && tensor.is_own() && tensor.device().is_cpu_accessible();
+        Self::wrap(tensor, copies)
+    }
+
+    /// Wraps a tensor for Python without the read-only rule of [`new`](Self::new): a
+    /// read-only tensor of Rust's memory is exported without a copy, flagged
+    /// `READ_ONLY`, to every consumer.
+    ///
+    /// # Safety
+    ///
+    /// - no consumer of the object writes the tensor's memory while Rust code may read
+    ///   it (through another handle of the same buffer: a clone of an `ArcArray`, ...).
+    ///   NumPy, JAX and array-api-strict honour the `READ_ONLY` flag; PyTorch does not
+    ///   (`torch.from_dlpack` makes a writable tensor of it, and an in-place operation
+    ///   writes the memory), nor does a consumer of a legacy capsule or of a borrowed
+    ///   `DLTensor`, which are refused or copied anyway.
+    pub unsafe fn new_unchecked(tensor: ManagedTensor) -> Self {
+        Self::wrap(tensor, false)
+    }
+
+    fn wrap(mut tensor: ManagedTensor, copies_read_only: bool) -> Self {
         tensor.mark_exposed();
         Self {
             tensor: Arc::new(tensor),
+            copies_read_only,
             c_strides: OnceLock::new(),
         }
+    }
+
+    /// Whether every consumer gets a copy of the data (flagged `IS_COPIED`), never the
+    /// memory itself: true for a read-only tensor over CPU memory that this crate made
+    /// (see [`new`](Self::new)). Rust code may read that memory through other handles
+    /// as immutable, and PyTorch, the most common consumer, ignores DLPack's read-only
+    /// flag: `torch.from_dlpack` makes a writable tensor of it, whose in-place
+    /// operations would write memory that Rust reads as immutable (undefined behaviour
+    /// in Rust, from safe code on both sides). A consumer cannot be told apart at
+    /// `__dlpack__`, so every consumer gets a copy; `copy=False` is a `BufferError`.
+    /// A writable tensor (an owned `Array`, moved; an `ArcArray` that was the only
+    /// handle) is shared without a copy; a read-only tensor that came from Python is
+    /// handed on as it came.
+    pub fn copies_read_only(&self) -> bool {
+        self.copies_read_only
     }
 
     /// The tensor's C-contiguous strides, made once and kept as long as the object.
@@ -205,7 +251,7 @@ impl Tensor {
         let args = super::DlpackArgs {
             values: [stream, max_version, dl_device, copy].map(|v| v.map(Bound::as_borrowed)),
         };
-        super::export(py, self.shared_ref(), args.request()?)
+        super::export(py, self, args.request()?)
     }
 
     /// The DLPack C exchange API (DLPack 1.3): a capsule named `"dlpack_exchange_api"`
@@ -307,6 +353,14 @@ impl Tensor {
         self.tensor.is_read_only()
     }
 
+    /// Whether consumers get copies: a read-only tensor of Rust's memory (see
+    /// [`Tensor::copies_read_only`]).
+    #[getter]
+    #[pyo3(name = "copies_read_only")]
+    fn copies_read_only_attr(&self) -> bool {
+        self.copies_read_only
+    }
+
     /// The address of the first element.
     fn data_ptr(&self) -> usize {
         self.tensor.data_ptr() as usize
@@ -371,7 +425,8 @@ impl<'py> IntoPyObject<'py> for ManagedTensor {
     type Output = Bound<'py, Tensor>;
     type Error = PyErr;
 
-    /// Wraps the tensor in a [`Tensor`] object; nothing is copied.
+    /// Wraps the tensor in a [`Tensor`] object ([`Tensor::new`]); nothing is copied
+    /// here.
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, Tensor>> {
         Bound::new(py, Tensor::new(self))
     }
