@@ -16,7 +16,7 @@ use crate::tensor::ManagedTensor;
 use crate::traits::{FromDLPack, LoadReport, Selection, merge};
 
 use super::convert;
-use super::file::{big_endian, changed, map_opened, open, read_header};
+use super::file::{Identity, big_endian, changed, identity, map_opened, open, read_header};
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
 use super::read::{self, Plan, Source};
@@ -57,12 +57,20 @@ pub struct Checkpoint {
     index_metadata: BTreeMap<String, String>,
 }
 
-/// One file of a checkpoint: its path, its open file, its checked header and the JSON
-/// bytes it was parsed from, and for each entry of the header the tensor of the
-/// checkpoint it is, if the index lists it there.
+/// How many files of a checkpoint stay open: the first shards'. The others are opened
+/// again when read or mapped, at most this many at a time, so that a checkpoint of any
+/// number of shards stays well within a process's limit of open files (1,024 by
+/// default on Linux, 256 on macOS).
+const KEPT_OPEN: usize = 32;
+
+/// One file of a checkpoint: its path, its open file (for the first [`KEPT_OPEN`]
+/// shards) and which file it is, its checked header and the JSON bytes it was parsed
+/// from, and for each entry of the header the tensor of the checkpoint it is, if the
+/// index lists it there.
 struct Shard {
     path: PathBuf,
-    file: File,
+    file: Option<File>,
+    identity: Identity,
     header: Header,
     json: Vec<u8>,
     listed: Vec<Option<usize>>,
@@ -189,7 +197,12 @@ impl Checkpoint {
     /// (`*.safetensors.index.json`, its shards beside it), or a folder holding
     /// `model.safetensors.index.json` (preferred) or `model.safetensors`, as Hugging
     /// Face's `save_pretrained` writes them. Reads the index and every shard's header;
-    /// no tensor is read, and the files stay open until the checkpoint is dropped.
+    /// no tensor is read. The files of the first 32 shards stay open until the
+    /// checkpoint is dropped, so that a save into the folder meanwhile does not change
+    /// what it reads; a checkpoint of more shards closes the others after reading their
+    /// headers and opens them again to read or map them, at most 32 at a time (1,100
+    /// shards load under a limit of 256 open files), and refuses one that another file
+    /// has replaced since ([`Error::InvalidFile`]: open the checkpoint again).
     ///
     /// # Errors
     ///
@@ -242,7 +255,8 @@ impl Checkpoint {
         let listed = (0..tensors.len()).map(Some).collect();
         let shard = Shard {
             path: path.to_owned(),
-            file,
+            identity: identity(path, &file)?,
+            file: Some(file),
             header,
             json,
             listed,
@@ -298,9 +312,13 @@ impl Checkpoint {
             let (header, json) =
                 read_header(&shard_path, &file, len).map_err(|e| e.in_tensor(name))?;
             let listed = vec![None; header.entries.len()];
+            let identity = identity(&shard_path, &file).map_err(|e| e.in_tensor(name))?;
+            // (Past the first shards, the file is closed now and opened again to read.)
+            let file = (shards.len() < KEPT_OPEN).then_some(file);
             shards.push(Shard {
                 path: shard_path,
                 file,
+                identity,
                 header,
                 json,
                 listed,
@@ -601,40 +619,65 @@ impl Checkpoint {
         self.batch(taken.iter().map(|&i| self.name(i)).zip(tensors))
     }
 
-    /// Reads the tensors at `taken` (indices into `tensors`), in that order.
-    /// A shard whose length is no longer the one it had when opened is an error (its
-    /// header would no longer describe it).
+    /// Reads the tensors at `taken` (indices into `tensors`), in that order, in runs
+    /// that open at most [`KEPT_OPEN`] shards again each. A shard whose length is no
+    /// longer the one it had when opened is an error (its header would no longer
+    /// describe it), and so is a shard opened again that is another file.
     fn read_tensors(&self, taken: &[usize], plan: Plan) -> Result<Vec<ManagedTensor>> {
-        let mut sources = Vec::with_capacity(taken.len());
+        let mut tensors = Vec::with_capacity(taken.len());
+        // The shards opened again for the run being read, by shard.
+        let mut again: Vec<Option<File>> = self.shards.iter().map(|_| None).collect();
         let mut checked = vec![false; self.shards.len()];
-        for &i in taken {
-            let stored = &self.tensors[i];
-            let shard = &self.shards[stored.shard];
-            if !checked[stored.shard] {
-                let meta = shard
-                    .file
-                    .metadata()
-                    .map_err(|e| Error::io(&shard.path, &e))?;
-                if meta.len() != shard.header.file_len {
-                    return Err(changed(&shard.path));
+        let mut start = 0;
+        while start < taken.len() {
+            let mut opened = 0;
+            let mut end = start;
+            for &i in &taken[start..] {
+                let at = self.tensors[i].shard;
+                let shard = &self.shards[at];
+                if shard.file.is_none() && again[at].is_none() {
+                    if opened == KEPT_OPEN {
+                        break;
+                    }
+                    again[at] = Some(shard.open_again()?);
+                    opened += 1;
                 }
-                checked[stored.shard] = true;
+                if !checked[at] {
+                    let file = shard.file.as_ref().or(again[at].as_ref());
+                    let file = file.expect("a shard is kept open or opened again");
+                    if identity(&shard.path, file)?.len != shard.header.file_len {
+                        return Err(changed(&shard.path));
+                    }
+                    checked[at] = true;
+                }
+                end += 1;
             }
-            let entry = &shard.header.entries[stored.entry];
-            if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
-                return Err(big_endian(&shard.path, &entry.name));
+            let mut sources = Vec::with_capacity(end - start);
+            for &i in &taken[start..end] {
+                let stored = &self.tensors[i];
+                let shard = &self.shards[stored.shard];
+                let entry = &shard.header.entries[stored.entry];
+                if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
+                    return Err(big_endian(&shard.path, &entry.name));
+                }
+                let file = shard.file.as_ref().or(again[stored.shard].as_ref());
+                sources.push(Source {
+                    name: &entry.name,
+                    file: file.expect("a shard is kept open or opened again"),
+                    path: &shard.path,
+                    offset: shard.header.data_start as u64 + entry.begin as u64,
+                    dtype: entry.dtype,
+                    shape: &entry.shape,
+                    len: entry.end - entry.begin,
+                });
             }
-            sources.push(Source {
-                name: &entry.name,
-                file: &shard.file,
-                path: &shard.path,
-                offset: shard.header.data_start as u64 + entry.begin as u64,
-                dtype: entry.dtype,
-                shape: &entry.shape,
-                len: entry.end - entry.begin,
-            });
+            tensors.extend(read::read(&sources, plan)?);
+            drop(sources);
+            // The run's files closed before the next run opens others.
+            again.iter_mut().for_each(|file| *file = None);
+            start = end;
         }
-        read::read(&sources, plan)
+        Ok(tensors)
     }
 
     /// A batch of named tensors, with the shards' metadata.
@@ -679,12 +722,18 @@ impl Checkpoint {
         let mut mapped: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
         for shard in &self.shards {
             let listed = &shard.listed;
+            let again = match &shard.file {
+                Some(_) => None,
+                None => Some(shard.open_again()?),
+            };
+            let file = shard.file.as_ref().or(again.as_ref());
             // SAFETY: the caller's contract is `map_safetensors`' for every shard; the
-            // header is the one read from this file when it was opened.
+            // header is the one read from this file (or the same file opened again)
+            // when it was opened, which `map_opened` checks the mapping holds.
             let tensors = unsafe {
                 map_opened(
                     &shard.path,
-                    &shard.file,
+                    file.expect("a shard is kept open or opened again"),
                     &shard.header,
                     &shard.json,
                     |entry| listed[entry].is_some(),
@@ -702,6 +751,18 @@ impl Checkpoint {
                 .enumerate()
                 .filter_map(|(i, tensor)| Some((self.name(i), tensor?))),
         )
+    }
+}
+
+impl Shard {
+    /// The shard's file opened again (it was closed after its header was read): the
+    /// same file, else the error of a shard that changed since it was opened.
+    fn open_again(&self) -> Result<File> {
+        let (file, _) = open(&self.path)?;
+        if identity(&self.path, &file)? != self.identity {
+            return Err(changed(&self.path));
+        }
+        Ok(file)
     }
 }
 

@@ -106,6 +106,30 @@ pub(super) fn open(path: &Path) -> Result<(File, u64)> {
     Ok((file, meta.len()))
 }
 
+/// Which file an open file is, so that a file opened again by its path can be told
+/// from one that replaced it: its device and inode on Unix, and its length.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Identity {
+    node: (u64, u64),
+    pub(super) len: u64,
+}
+
+/// The [`Identity`] of `file`, opened from `path`.
+pub(super) fn identity(path: &Path, file: &File) -> Result<Identity> {
+    let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
+    #[cfg(unix)]
+    let node = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let node = (0, 0);
+    Ok(Identity {
+        node,
+        len: meta.len(),
+    })
+}
+
 /// Reads and checks the header of `file` (of `file_len` bytes), from its start: the
 /// header, and its JSON bytes.
 pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(Header, Vec<u8>)> {

@@ -315,7 +315,8 @@ impl TensorBatch {
     /// together: a reader that opens the folder while a save is under way may find
     /// shards of both saves (save into a new folder and rename it for that), while a
     /// checkpoint already open keeps reading the files it opened (a replaced file is a
-    /// new one). Then what an earlier save left is removed: shards of another count or
+    /// new one; past its first 32 shards, which it opens again to read, it refuses a
+    /// replaced one, see [`Checkpoint::open`](super::Checkpoint::open)). Then what an earlier save left is removed: shards of another count or
     /// number, and `model.safetensors` or the index, whichever the new layout does not
     /// use. Other files in the folder are left alone.
     ///
