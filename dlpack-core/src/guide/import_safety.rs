@@ -28,8 +28,13 @@
 //! - `as_array` reads either kind: the protocol promises that the memory holds the
 //!   described elements until the deleter runs. Like every DLPack consumer (and like
 //!   rust-numpy's borrowed arrays), a shared import cannot stop the Python code that
-//!   holds the original array from writing it while a Rust view lives; do not do that,
-//!   or import a copy. Nor can it survive what frees or moves the memory under a NumPy
+//!   holds the original array from writing it while a Rust view lives. Such a write is
+//!   a data race, undefined behaviour in Rust reached from safe code, whether it comes
+//!   from another thread (a kernel that released the interpreter lock; any thread on a
+//!   free-threaded build) or from Python code that the Rust function runs while it holds
+//!   the view (a callback, a finalizer that an allocation's garbage collection runs): do
+//!   not write an array from Python while Rust views it, or import a copy (the copy is
+//!   made before the function reads; a copy made in Rust is itself a read). Nor can it survive what frees or moves the memory under a NumPy
 //!   view too, since a live import is such a view: replacing the memory of an array
 //!   that others view (`a.resize(..., refcheck=False)`, or a resize of the array's
 //!   `base` that owns the memory), `a.__setstate__(...)` (which unpickling calls, and
@@ -46,9 +51,13 @@
 //!   argument after it.
 //! - Handing a tensor to a framework whose tensors are always writable (torch, through
 //!   `dlpack-tch`) is a mutable view too: a shared or `READ_ONLY` tensor is copied once
-//!   on the way, an exclusive one moves without a copy. burn's bytes are one slice: a
-//!   layout whose elements leave gaps (bytes that are someone else's) is copied element
-//!   by element on the way in.
+//!   on the way, an exclusive one moves without a copy. So is handing one to Python,
+//!   where PyTorch imports a `READ_ONLY` tensor as a writable one: a read-only tensor
+//!   over memory this crate made (a shared `ArcArray`, a burn tensor with other
+//!   handles) reaches every Python consumer as a copy (`Tensor::copies_read_only`;
+//!   the `unsafe` `Tensor::new_unchecked` hands it over as it is). burn's bytes are
+//!   one slice: a layout whose elements leave gaps (bytes that are someone else's) is
+//!   copied element by element on the way in.
 //! - Taking a tensor back without a copy (`Array::from_dlpack`, `DLPackArray::into_owned`,
 //!   [`ManagedTensor::into_owner`]) works only for headers this crate made, recognised
 //!   by a property no copy of a header has (`manager_ctx` holds the header's own address,

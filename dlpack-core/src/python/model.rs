@@ -42,15 +42,34 @@
 //!   thread, never changes under it.
 //! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
 //!   field, reloads the struct, drops the object): it holds a reference to the buffer.
-//! - **Python writing while Rust reads**: a Rust method reads the fields as a shared
-//!   import is read (see [the import safety guide](crate::guide::import_safety)): if
-//!   Python writes the same tensor at that moment (another thread, a NumPy or PyTorch
-//!   kernel that released the interpreter), the method may read a mix of old and new
-//!   values, and Rust's own assumptions about a borrowed slice would not hold. Do not
-//!   write a model's tensors from Python while a Rust method of the same model runs,
-//!   and do not call back into Python code that writes them (a callback, a finalizer
-//!   that a collection may run) while the method holds a view; a method that must not
-//!   see such writes copies the field first (`to_owned`).
+//! - **Python writing while Rust reads is a data race**: a Rust method reads the
+//!   fields as a shared import is read (see [the import safety
+//!   guide](crate::guide::import_safety)). If Python writes the same tensor while the
+//!   method holds a view of it, Rust's `&[A]` is written behind its back: a data race,
+//!   undefined behaviour in Rust (not merely "a mix of old and new values": the
+//!   compiler may assume the slice never changes), reachable from safe code on both
+//!   sides, and one the crate cannot prevent, since the write is NumPy's or PyTorch's,
+//!   through its own view. Two triggers:
+//!   - **another thread**: Python code writes the tensor (`np.add(w, 1, out=w)`, an
+//!     optimizer step) while the method runs on another thread: a NumPy or PyTorch
+//!     kernel releases the interpreter lock, a method that releases it
+//!     (`py.detach`) lets any Python thread run, and a free-threaded build has no lock
+//!     at all;
+//!   - **the method's own Python calls**: a callback, or any Python allocation (a
+//!     returned list, a `PyFloat`), which can start a garbage collection whose
+//!     finalizers (`__del__`, weak-reference callbacks) run arbitrary Python code,
+//!     that code writing the tensor.
+//!
+//!   The pattern that avoids both: Python writes a model's tensors only while no method
+//!   of the model runs, by running them on one thread or holding one `threading.Lock`
+//!   around the optimizer step and the model's calls, or writes them through the
+//!   model's own setters and `load_state_dict` (Rust writes, which PyO3 never runs
+//!   beside another method of the object); and a method reads its views, drops them,
+//!   then builds its Python results and calls its callbacks. Copying a field first
+//!   (`to_owned`) does not help against another thread: the copy is a read too.
+//!   (Why nothing enforces it: the writer is another framework's view, which holds no
+//!   lock of the crate's and calls none of its code; PyO3's borrow flags guard only
+//!   the model's own methods.)
 //!   Rust methods of one object exclude each other as PyO3 arranges: a `&mut self`
 //!   method while any other method of the object runs is PyO3's "already borrowed"
 //!   `RuntimeError`, never two handles of which one is `&mut` (so is a Python read of

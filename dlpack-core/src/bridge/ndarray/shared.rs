@@ -21,8 +21,11 @@ use super::convert::{share_writable, shared_owner};
 ///
 /// - [`view`](Self::view) reads the buffer. While Python holds a tensor of it (an
 ///   attribute read, a `state_dict`), Python may write it: an optimizer step that the
-///   next Rust read sees. Do not read while Python writes (another thread, a kernel
-///   that released the interpreter, Python code that your method calls back).
+///   next Rust read sees. A Python write while a view lives (from another thread, or
+///   from Python code that your method runs: a callback, a finalizer that an
+///   allocation's garbage collection runs) is a data race, undefined behaviour that the
+///   crate cannot prevent: see `dlpack_core::python::model` for the pattern that
+///   avoids it.
 /// - [`view_mut`](Self::view_mut) is copy-on-write: while Python holds a tensor of the
 ///   buffer, the array first gets a fresh copy of its own, so Rust never holds a `&mut`
 ///   over memory Python can reach; else it writes in place.

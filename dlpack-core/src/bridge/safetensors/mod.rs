@@ -81,8 +81,14 @@
 //!   not the checkpoint, and a name, dtype or rank that does not fit is an error before
 //!   anything is read.
 //! - **Threads and memory.** Tensors are cut into chunks that the threads read at once
-//!   ([`LoadOptions::threads`]; by default the machine's parallelism); a load uses no
-//!   memory beyond its output, or at most 256 KiB and 96 KiB per thread while converting.
+//!   ([`LoadOptions::threads`]; by default the machine's parallelism). A load keeps no
+//!   copy of the data beyond its output: each tensor is read straight into the buffer
+//!   it ends in, with no buffer of a file, or through at most 256 KiB of staging and
+//!   96 KiB of tables per thread while converting. Besides the data, a load holds what
+//!   any load holds: the headers (kept by the checkpoint from its open), a work item per
+//!   8 MiB chunk, and the stack of each thread it starts (the platform's default for a
+//!   new thread: 2 MiB of address space on Linux, of which the reads touch a few pages;
+//!   `threads(1)` starts none).
 //!
 #![cfg_attr(
     all(feature = "ndarray", feature = "derive", feature = "half"),

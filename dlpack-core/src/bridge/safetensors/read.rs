@@ -6,9 +6,10 @@
 //! nothing until they are written); then the threads take chunks of the tensors from
 //! one queue and read each chunk with a positioned read (`pread`), straight into its
 //! place in the buffer: no buffer of a file, no second copy. A converting chunk is read
-//! in blocks into the thread's staging buffer and converted into place, so the memory a
-//! load uses beyond its output is at most [`STAGING`] bytes per thread (plus the
-//! conversion's own 96 KiB), and a read that converts nothing uses none.
+//! in blocks into the thread's staging buffer and converted into place, so the data
+//! buffers a load uses beyond its output are at most [`STAGING`] bytes per thread (plus
+//! the conversion's own 96 KiB), and a read that converts nothing uses none (the
+//! threads' stacks, the work items and the headers aside: see the module's docs).
 
 use std::fs::File;
 use std::num::NonZeroUsize;
