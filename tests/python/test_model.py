@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import np_ptr
+from helpers import np_ptr, run_child
 
 pytestmark = pytest.mark.protocol
 
@@ -342,6 +342,112 @@ def test_eight_threads_reading_and_writing(ext):
     assert errors == []
     assert m.steps > 0
     assert m.total() == pytest.approx(expected, rel=1e-6)  # writes of 0 and x 1.0
+
+
+# Run in a new interpreter, so that the threads race for what a process does once (the
+# class attributes installed at the first read, torch's rule found at the first typed
+# argument), with the interpreter switching threads every microsecond.
+STRESS = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+import numpy as np
+import torch
+import dlpack_test_ext as ext
+
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+m = ext.Mlp(3, 4, 2)
+# (Read through state_dict, which installs nothing on the class.)
+expected = {k: np.from_dlpack(v).copy() for k, v in m.state_dict().items()}
+total = sum(float(v.astype(np.float64).sum()) for v in expected.values())
+x = np.array([0.5, 1.0, -1.0], np.float32)
+y = np.maximum(expected["fc1.weight"] @ x + expected["fc1.bias"], 0)
+y = expected["fc2.weight"] @ y + expected["fc2.bias"]
+start = threading.Barrier(11)
+errors, borrowed, counts = [], [], {}
+
+def same(name, value):
+    if not np.array_equal(np.asarray(value), expected[name]):
+        raise AssertionError(f"{name}: {value} is not {expected[name]}")
+
+def loop(name, body):
+    start.wait()
+    done = 0
+    for _ in range(150):
+        try:
+            body()
+            done += 1
+        except RuntimeError as e:
+            (borrowed if "borrow" in str(e) else errors).append(repr(e))
+        except Exception as e:
+            errors.append(f"{name}: {e!r}")
+    counts[name] = done
+
+def attributes():
+    same("fc1.weight", np.from_dlpack(m.fc1.weight))
+    same("fc2.bias", torch.from_dlpack(m.fc2.bias))
+    fc1 = m.fc1
+    same("fc1.bias", np.from_dlpack(fc1.bias))
+
+def state_dicts():
+    sd = m.state_dict()
+    assert list(sd) == NAMES
+    for k, v in sd.items():
+        same(k, np.from_dlpack(v))
+
+def typed_arguments():
+    np.testing.assert_allclose(np.from_dlpack(m.forward(x)), y, rtol=1e-6)
+    w = m.fc1.weight
+    assert abs(ext.sum_f32_2d(w) - expected["fc1.weight"].sum()) < 1e-4
+    assert abs(ext.sum_f32_2d(torch.from_dlpack(w)) - expected["fc1.weight"].sum()) < 1e-4
+
+def rust_reads():
+    assert abs(m.total() - total) < 1e-4
+
+def rust_writes():
+    m.step(0.0)
+    m.step_detached(0.0)
+
+def setters():
+    m.fc2.bias = expected["fc2.bias"].copy()
+    m.fc1.weight = torch.tensor(expected["fc1.weight"])
+
+def loads():
+    result = m.load_state_dict({k: v.copy() for k, v in expected.items()})
+    assert list(result.missing_keys) == [] and list(result.unexpected_keys) == []
+
+bodies = {"attributes": attributes, "state_dicts": state_dicts,
+          "typed_arguments": typed_arguments, "rust_reads": rust_reads}
+threads = [threading.Thread(target=loop, args=(f"{n}{i}", b))
+           for n, b in bodies.items() for i in range(2)]
+threads += [threading.Thread(target=loop, args=(n, b)) for n, b in
+            [("rust_writes", rust_writes), ("setters", setters), ("loads", loads)]]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("errors", errors[:5], len(errors))
+print("borrowed", len(borrowed), sorted(set(borrowed))[:3])
+print("counts", sorted(counts.items()))
+assert errors == [], errors[:5]
+# Every kind of call went through many times; only the borrow errors PyO3 documents.
+assert all(n > 0 for n in counts.values()), counts
+assert all("Already" in b and "borrowed" in b for b in borrowed), set(borrowed)
+assert m.steps > 0
+for k, v in m.state_dict().items():
+    same(k, np.from_dlpack(v))
+print("ok")
+"""
+
+
+def test_threads_switching_every_microsecond_see_only_right_values_and_borrow_errors():
+    """Eight threads read attributes, state_dicts, typed arguments and a Rust sum while
+    three call `&mut self` methods (one with the interpreter released), setters and
+    `load_state_dict`, every write leaving the values as they were: no crash, no wrong
+    value, and no error but PyO3's "already borrowed" (a `&mut self` method beside any
+    other call of the object, as the sharing rule says)."""
+    child = run_child(STRESS, timeout=300)
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert child.stdout.strip().endswith("ok"), child.stdout
 
 
 def test_only_struct_fields_become_class_attributes(ext):
