@@ -177,7 +177,9 @@ pub(crate) fn release_reference(obj: NonNull<ffi::PyObject>) {
     match attached() {
         Attached::Yes => {
             // SAFETY: a live object; the thread is attached.
-            if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } > 1 {
+            // (Without the GIL another thread may drop a reference between the read and
+            // the release, which could then be the last: the slow path there.)
+            if !cfg!(Py_GIL_DISABLED) && unsafe { ffi::Py_REFCNT(obj.as_ptr()) } > 1 {
                 // Not the last reference: no code runs, no exception state to keep.
                 release();
             } else {

@@ -808,8 +808,10 @@ fn two_mutable_views(obj: &Bound<'_, PyAny>) -> PyResult<(String, String)> {
     Ok((outcome(&mut first), outcome(&mut second)))
 }
 
-/// The Python module.
-#[pymodule]
+/// The Python module. It runs without the GIL on a free-threaded build (PyO3's default,
+/// said here): dlpack-core relies on no interpreter lock (its import safety guide, "Without
+/// the interpreter lock"), and the module's own state is atomic counters.
+#[pymodule(gil_used = false)]
 fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(view_f32, m)?)?;
     m.add_function(wrap_pyfunction!(view_f32_numpy, m)?)?;

@@ -74,6 +74,30 @@
 //! import's memory is the Python array itself. Refusing mutable views of shared
 //! imports, with a copy as the safe way to write, is the rule that holds for every
 //! producer.
+//!
+//! # Without the interpreter lock
+//!
+//! PyO3 declares every `#[pymodule]` free of the GIL unless it says otherwise, so an
+//! extension built on this crate for a free-threaded CPython (3.14t) runs its threads
+//! at once. Nothing here relies on the interpreter lock for exclusion or ordering; each
+//! place that would, and what makes it sound without it:
+//!
+//! | place | what replaces the lock |
+//! |---|---|
+//! | process-wide caches: torch's objects, the C exchange tables' helpers, interned names, the `Tensor` class's `__dlpack__` descriptor | PyO3's `PyOnceLock` (a thread-safe once-cell that releases the interpreter while it waits) or `std::sync::OnceLock`; what they keep is immutable (static types, tuples, interned strings) or a strong reference |
+//! | the cache of foreign C exchange tables, by type | a `std::sync::Mutex`, under which no Python code runs and no reference is dropped; strong references to the type and its capsule, so that an address is never reused while cached |
+//! | NumPy's C API table and arrays read in place | not used on a free-threaded build (NumPy's struct may change under another thread): NumPy arrays go through `__dlpack__` there, as every producer's |
+//! | a model's borrows (`&self`, `&mut self` methods, setters, `load_state_dict`) | PyO3's borrow flag, an atomic on every build: a `&mut self` call beside any other call of the object is the "already borrowed" `RuntimeError`, on a free-threaded build as soon as two calls meet |
+//! | a model's class attributes, installed at a field's first read | two threads may both install one; each installs an equal descriptor, and CPython locks a type's dictionary while it changes |
+//! | the `Tensor` class's state | the object is frozen: an `Arc` of the tensor and a flag set when it is made; its C-contiguous strides, made at the first C borrow, are a `OnceLock` whose value never moves while the object lives |
+//! | `__dlpack__` and the C exchange entries | every entry runs on an attached thread; what an export reads is immutable (the tensor's header) or owned (a new header, a new capsule) |
+//! | capsules | a destructor runs on whichever attached thread frees the capsule; this crate consumes a capsule (checks and renames it) under the capsule's lock, a critical section, so one capsule imported from several threads goes to one of them; a consumer that takes no such lock (PyTorch's own `from_dlpack`) is not excluded: do not hand one capsule to two consumers at once |
+//! | deleters and releases of Python objects | run on any thread: attached first where needed (the GIL-state API, which attaches on a free-threaded build), the reference released with the exception state kept, never on a guess that another reference outlives it |
+//! | mappings read as `state_dict`s or batches | items taken as new references (`PyDict_GetItemRef`, a fresh list of items): another thread changing the mapping meanwhile changes what is read, never frees what is held |
+//!
+//! What no lock can give on any build is the rule above for shared imports: Python
+//! code writing an array while Rust reads it is a data race. A free-threaded build only
+//! makes it easier to reach.
 
 #[cfg(doc)]
 use crate::{Error, ManagedTensor};

@@ -65,7 +65,7 @@ fn capsule<'py, M: Abi>(
     //   ownership the capsule takes: `destructor` frees it unless a consumer renamed the
     //   capsule (and so took ownership);
     // - `name` is a `'static` C string, as capsules require (they keep the pointer);
-    // - `destructor` may run on any thread holding the GIL; the thread is attached now.
+    // - `destructor` may run on any attached thread; this thread is attached now.
     let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
     // SAFETY: `capsule` is a new reference, or NULL with an exception set; attached.
     let capsule = match unsafe { Bound::from_owned_ptr_or_err(py, capsule) } {
@@ -88,10 +88,11 @@ fn capsule<'py, M: Abi>(
 ///
 /// # Safety
 ///
-/// - `capsule` is a live capsule object made by [`into_capsule`], and the thread holds
-///   the GIL (Python calls capsule destructors that way).
+/// - `capsule` is a live capsule object made by [`into_capsule`], and the thread is
+///   attached to the interpreter (holds the GIL, on a build that has one): Python calls
+///   capsule destructors that way, on whichever thread frees the capsule.
 unsafe extern "C" fn destroy_legacy(capsule: *mut ffi::PyObject) {
-    // SAFETY: the caller passes a live capsule made with these names, holding the GIL.
+    // SAFETY: the caller passes a live capsule made with these names, attached.
     unsafe { destroy::<DLManagedTensor>(capsule, LEGACY, USED_LEGACY) }
 }
 
@@ -101,7 +102,7 @@ unsafe extern "C" fn destroy_legacy(capsule: *mut ffi::PyObject) {
 ///
 /// - as for [`destroy_legacy`].
 unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: the caller passes a live capsule made with these names, holding the GIL.
+    // SAFETY: the caller passes a live capsule made with these names, attached.
     unsafe { destroy::<DLManagedTensorVersioned>(capsule, VERSIONED, USED_VERSIONED) }
 }
 
@@ -119,10 +120,10 @@ unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
 /// - `capsule` is a live capsule made by [`capsule`] with the name `name`, being
 ///   destroyed; while it is named `name` and its pointer is its context, the pointer is
 ///   an unconsumed `M` that the capsule owns;
-/// - the thread holds the GIL.
+/// - the thread is attached to the interpreter.
 #[inline]
 unsafe fn destroy<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr, used: &CStr) {
-    // SAFETY: `capsule` is a live object and `used` a C string; the GIL is held.
+    // SAFETY: `capsule` is a live object and `used` a C string; the thread is attached.
     if unsafe { ffi::PyCapsule_IsValid(capsule, used.as_ptr()) } == 1 {
         // Consumed (the common case): the consumer owns the tensor and calls the
         // deleter.
@@ -143,7 +144,7 @@ unsafe fn release_unconsumed<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr) {
     // SAFETY: CPython destroys capsules on an attached thread.
     let py = unsafe { Python::assume_attached() };
     with_exception_saved(py, || {
-        // SAFETY: `capsule` is a live object and `name` a C string; the GIL is held.
+        // SAFETY: `capsule` is a live object and `name` a C string; the thread is attached.
         if unsafe { ffi::PyCapsule_IsValid(capsule, name.as_ptr()) } != 1 {
             // SAFETY: as above; the name stays valid while the capsule lives.
             let found = unsafe { ffi::PyCapsule_GetName(capsule) };
@@ -162,7 +163,7 @@ unsafe fn release_unconsumed<M: Abi>(capsule: *mut ffi::PyObject, name: &CStr) {
             );
             return;
         }
-        // SAFETY: a valid capsule named `name` (checked above); the GIL is held.
+        // SAFETY: a valid capsule named `name` (checked above); the thread is attached.
         let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) };
         // SAFETY: as above; a NULL context is returned without an exception.
         let context = unsafe { ffi::PyCapsule_GetContext(capsule) };

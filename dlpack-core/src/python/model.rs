@@ -73,7 +73,11 @@
 //!   Rust methods of one object exclude each other as PyO3 arranges: a `&mut self`
 //!   method while any other method of the object runs is PyO3's "already borrowed"
 //!   `RuntimeError`, never two handles of which one is `&mut` (so is a Python read of
-//!   the model while a `&mut self` method that released the interpreter runs).
+//!   the model while a `&mut self` method that released the interpreter runs). On a
+//!   free-threaded build, where threads run at once, that error comes whenever a
+//!   `&mut self` call meets any other call of the same object, instead of only where
+//!   one released the interpreter: serialize the calls that write (a lock in Python)
+//!   where they may meet.
 //!
 //! Call [`add_to_module`](super::add_to_module) in the extension's module: it adds
 //! [`ModelView`] and `IncompatibleKeys` under the module's name. Put `#[pymodel]`

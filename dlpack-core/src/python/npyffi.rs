@@ -12,7 +12,9 @@
 //!   2.x. Any other NumPy, an interpreter without NumPy, PyPy, GraalPy and
 //!   free-threaded builds: `__dlpack__`, as for any producer.
 
-use core::ffi::{c_char, c_int, c_long, c_longlong, c_short, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_long, c_longlong, c_short};
+#[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
+use core::ffi::{c_uint, c_void};
 use core::ptr::NonNull;
 use std::sync::OnceLock;
 #[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
@@ -20,8 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::exceptions::PyException;
 use pyo3::ffi;
+#[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
 use pyo3::intern;
 use pyo3::prelude::*;
+#[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use crate::dtype::DataType;

@@ -5,7 +5,12 @@
 
 use pyo3::prelude::*;
 
-#[pymodule]
+/// Runs without the GIL on a free-threaded CPython (PyO3's default, said here): the
+/// module keeps no state of its own, and dlpack-core relies on no interpreter lock (see
+/// "Without the interpreter lock" in its import safety guide). The model's methods are
+/// PyO3's borrows: a `&mut self` call beside another call of the same object is an
+/// "already borrowed" `RuntimeError`.
+#[pymodule(gil_used = false)]
 mod dlpack_example {
     use std::path::PathBuf;
 

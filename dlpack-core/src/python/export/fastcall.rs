@@ -36,8 +36,10 @@ const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 /// `__dlpack__` runs once per exchange, and PyO3's generic argument parsing would cost
 /// about as much as the rest of an export: this method reads its four keywords itself.
 pub(super) fn method_descriptor(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    // Made while the type is made (once per process; twice at worst, if two threads
-    // race to make the type): it lives as long as the type, so it is never freed.
+    // Made while the type is made (once per process; once per thread that races to
+    // make the type, at worst: two with the GIL, more on a free-threaded build, where
+    // PyO3 lets every racing thread compute the class attributes and keeps one set):
+    // it lives as long as the type, so it is never freed (32 bytes each).
     let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
         ml_name: c"__dlpack__".as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
