@@ -168,3 +168,50 @@ fn eight_threads_import_one_array() {
     Python::attach(|py| py.detach(|| threads.into_iter().for_each(|t| t.join().unwrap())));
     Python::attach(|py| assert_eq!(refcount(py, &array), before));
 }
+
+/// Whatever holds torch's names in `sys.modules` (torch is not installed here), a typed
+/// argument's extraction asks it only what Python code cannot fake, and keeps nothing:
+/// a NumPy array is then written in place as ever. (Under AddressSanitizer this reads
+/// each stand-in's module definition, or finds none.)
+#[test]
+fn a_stand_in_for_torch_is_asked_safely_and_never_kept() {
+    use dlpack_core::DLPackArray;
+    let stand_ins: [&CStr; 6] = [
+        // A module made in Python, with a class that claims torch's module.
+        c"c = types.ModuleType('torch._C')
+class TensorBase: pass
+TensorBase.__module__ = 'torch._C'
+c.TensorBase = TensorBase
+c.is_grad_enabled = lambda: False
+sys.modules['torch._C'] = c",
+        // A subclass of the module type.
+        c"class M(types.ModuleType): pass
+sys.modules['torch._C'] = M('torch._C')",
+        // Another extension module.
+        c"import gc as c
+c.TensorBase = type('TensorBase', (), {})
+c.is_grad_enabled = c.isenabled
+sys.modules['torch._C'] = c",
+        // Not a module at all.
+        c"sys.modules['torch._C'] = {'TensorBase': int}",
+        c"sys.modules['torch._C'] = 7",
+        c"sys.modules['torch._C'] = None",
+    ];
+    with_numpy(|py, globals| {
+        run(py, globals, c"import sys, types");
+        for code in stand_ins {
+            run(py, globals, code);
+            run(py, globals, c"a = numpy.ones(3, numpy.float32)");
+            let a = get(globals, "a");
+            let mut typed: DLPackArray<f32, Ix1> = a.extract().unwrap();
+            // SAFETY: the test's own array, which nothing else reads or writes while
+            // the view lives.
+            unsafe { typed.assume_exclusive() }.unwrap();
+            typed.view_mut().unwrap().fill(2.0);
+            drop(typed);
+            let sum: f32 = a.call_method0("sum").unwrap().extract().unwrap();
+            assert_eq!(sum, 6.0, "{code:?}");
+            run(py, globals, c"del sys.modules['torch._C']");
+        }
+    });
+}

@@ -204,6 +204,23 @@ def test_a_shared_arc_array_reaches_torch_as_a_copy_rust_never_sees_written(ext)
         t.__dlpack__(max_version=(1, 0), copy=False)
     with pytest.raises(BufferError):
         torch.from_dlpack(t, copy=False)
+    # Taken back into Rust (through the exchange API or `__dlpack__`, as any import),
+    # it is a copy too.
+    back = ext.roundtrip(t)
+    assert back.data_ptr() != kept.data_ptr() and not back.read_only
+    torch.from_dlpack(back).add_(1)
+    assert kept.values() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_producers_read_only_memory_is_handed_on_as_it_came(ext):
+    # A read-only NumPy array (read in place) or torch's export of one: the memory is
+    # the producer's, whose own rules apply (PyTorch writes NumPy's read-only arrays
+    # itself, above); no copy is forced.
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    for t in [ext.roundtrip(a), ext.roundtrip(a.__dlpack__(max_version=(1, 0)))]:
+        assert t.read_only and not t.copies_read_only
+        assert np.from_dlpack(t).ctypes.data == a.ctypes.data
 
 
 def test_an_owned_array_reaches_torch_without_a_copy(ext):

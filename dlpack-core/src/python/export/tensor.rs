@@ -119,8 +119,7 @@ impl Tensor {
     /// handles, a `from_owner` tensor flagged `READ_ONLY`) reaches consumers as copies:
     /// see [`copies_read_only`](Self::copies_read_only).
     pub fn new(tensor: ManagedTensor) -> Self {
-        let copies =
-            tensor.is_read_only() && tensor.is_own() && tensor.device().is_cpu_accessible();
+        let copies = rust_reads_as_immutable(&tensor);
         Self::wrap(tensor, copies)
     }
 
@@ -150,8 +149,10 @@ impl Tensor {
     }
 
     /// Whether every consumer gets a copy of the data (flagged `IS_COPIED`), never the
-    /// memory itself: true for a read-only tensor over CPU memory that this crate made
-    /// (see [`new`](Self::new)). Rust code may read that memory through other handles
+    /// memory itself: true for a read-only tensor over CPU memory of Rust's, under a
+    /// header this crate made (see [`new`](Self::new); a producer's read-only tensor,
+    /// or a NumPy array read in place, is the producer's memory and handed on as it
+    /// came). Rust code may read that memory through other handles
     /// as immutable, and PyTorch, the most common consumer, ignores DLPack's read-only
     /// flag: `torch.from_dlpack` makes a writable tensor of it, whose in-place
     /// operations would write memory that Rust reads as immutable (undefined behaviour
@@ -215,6 +216,35 @@ impl Tensor {
             t.dtype(),
             t.device()
         )
+    }
+}
+
+/// Whether `tensor` is read-only memory that Rust code may read as immutable through
+/// other handles: read-only, CPU-accessible, under a header this crate made over an
+/// owner of Rust's (an `ArcArray`, burn's bytes, a `from_owner` owner). Not a producer's
+/// header (its memory is the producer's), nor a NumPy array read in place (NumPy's); a
+/// header over another tensor (`__dlpack__`'s, taken back into Rust) answers for that
+/// tensor.
+fn rust_reads_as_immutable(tensor: &ManagedTensor) -> bool {
+    let mut tensor = tensor;
+    loop {
+        if !tensor.is_read_only() || !tensor.device().is_cpu_accessible() {
+            return false;
+        }
+        let Some(owner) = tensor.owner_type() else {
+            return false;
+        };
+        if crate::python::npyffi::owns_numpy_memory(tensor) {
+            return false;
+        }
+        if owner != core::any::TypeId::of::<Arc<ManagedTensor>>() {
+            return true;
+        }
+        // (A `bool` tensor handed to Python shows no owner: copied, to be safe.)
+        match tensor.owner::<Arc<ManagedTensor>>() {
+            Some(inner) => tensor = inner,
+            None => return true,
+        }
     }
 }
 
