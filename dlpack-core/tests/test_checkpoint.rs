@@ -1379,3 +1379,29 @@ fn a_checkpoint_of_more_shards_than_the_limit_of_open_files_opens_reads_and_maps
             .all(|c| c.read_where(|n| n == "t1000").unwrap().len() == 1)
     );
 }
+
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "hundreds of files: too slow to interpret")]
+fn a_shard_replaced_by_a_file_of_the_same_length_and_inode_is_refused() {
+    let outer = folder();
+    let dir = outer.path().join("ckpt");
+    save_many(&dir, 40, 0.0);
+    let checkpoint = Checkpoint::open(&dir).unwrap();
+    // The last shard removed and written again, same length: a file system may give
+    // the new file the old one's inode (its change time differs).
+    let shard = dir.join("model-00040-of-00040.safetensors");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::remove_file(&shard).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut other = bytes.clone();
+    let last = other.len() - 1;
+    other[last] ^= 0x40;
+    std::fs::write(&shard, &other).unwrap();
+    let err = checkpoint.read_where(|name| name == "t0039").unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidFile { path, reason, .. }
+            if *path == shard && reason.contains("changed since it was opened")),
+        "{err}"
+    );
+}

@@ -105,7 +105,7 @@ fn dlpark_counted<M: dlpark::ManagedTensorBase>(
 fn versioned_moves_to_dlpark_and_back_as_the_same_pointer() {
     let counter = Counter::new();
     let (tensor, raw) = take_versioned(&f32_spec(&[2, 3]), &counter);
-    let dlpack: dlpark::versioned::Dlpack = tensor.into();
+    let dlpack: dlpark::versioned::Dlpack = tensor.try_into().unwrap();
     assert_eq!(dlpack.as_ptr().cast::<DLManagedTensorVersioned>(), raw);
     assert_eq!(dlpack.validate().unwrap().shape(), &[2, 3]);
     assert_eq!(dlpack.validate().unwrap().strides(), Some(&[3, 1][..]));
@@ -127,7 +127,7 @@ fn versioned_moves_to_dlpark_and_back_as_the_same_pointer() {
 fn dropping_a_dlpark_handle_runs_the_deleter_once() {
     let counter = Counter::new();
     let (tensor, _) = take_versioned(&f32_spec(&[4]), &counter);
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     assert_eq!(counter.get(), 0);
     drop(dlpack);
     assert_eq!(counter.get(), 1);
@@ -143,7 +143,7 @@ fn dropping_a_dlpark_handle_runs_the_deleter_once() {
 fn a_dlpark_handle_may_be_dropped_on_another_thread() {
     let counter = Counter::new();
     let (tensor, _) = take_versioned(&f32_spec(&[2, 2]), &counter);
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     std::thread::spawn(move || drop(dlpack)).join().unwrap();
     assert_eq!(counter.get(), 1);
 }
@@ -152,7 +152,7 @@ fn a_dlpark_handle_may_be_dropped_on_another_thread() {
 fn a_dlpark_handle_may_be_imported_on_another_thread() {
     let counter = Counter::new();
     let (tensor, _, _) = counted_export(2, 2, &counter);
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     std::thread::spawn(move || {
         // SAFETY: our own export: valid, writable data that nothing else accesses.
         let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
@@ -167,7 +167,7 @@ fn a_dlpark_handle_may_be_imported_on_another_thread() {
 fn our_export_is_viewed_by_dlpark_and_by_us_without_copy() {
     let counter = Counter::new();
     let (tensor, ptr, expected) = counted_export(3, 4, &counter);
-    let dlpack: dlpark::versioned::Dlpack = tensor.into();
+    let dlpack: dlpark::versioned::Dlpack = tensor.try_into().unwrap();
     {
         // SAFETY: our own export: valid, writable data that nothing else accesses.
         let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
@@ -222,7 +222,7 @@ fn crossing_abis_wraps_once_and_unwraps_on_the_way_back() {
     // Legacy -> versioned dlpark handle -> back to legacy: the original pointer again.
     let counter = Counter::new();
     let (tensor, raw) = take_legacy(&f32_spec(&[2, 3]), &counter);
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     assert_ne!(dlpack.as_ptr().cast::<DLManagedTensor>(), raw);
     assert_eq!(dlpack.version().major, 1);
     assert_eq!(dlpack.flags(), DlpackFlags::empty());
@@ -264,7 +264,7 @@ fn read_only_is_refused_by_the_legacy_abi_and_given_back() {
     assert_eq!(counter.get(), 0);
 
     // Still usable: the versioned ABI carries the flag.
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     assert_eq!(dlpack.as_ptr().cast::<DLManagedTensorVersioned>(), raw);
     assert_eq!(dlpack.flags(), DlpackFlags::READ_ONLY);
     drop(dlpack);
@@ -352,7 +352,7 @@ fn a_null_deleter_is_never_called() {
     let mut spec = f32_spec(&[3]);
     spec.null_deleter = true;
     let (tensor, raw) = take_versioned(&spec, &counter);
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     // SAFETY: the common producer's data is valid, writable and not shared.
     let tensor = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap();
     drop(tensor);
@@ -369,7 +369,7 @@ fn our_array_export_is_viewed_by_dlpark_and_reclaimed_without_copy() {
     for a in [c, f] {
         let expected = a.clone();
         let ptr = a.as_ptr();
-        let dlpack: dlpark::versioned::Dlpack = a.to_dlpack().unwrap().into();
+        let dlpack: dlpark::versioned::Dlpack = a.to_dlpack().unwrap().try_into().unwrap();
         // SAFETY: our own export: valid, writable data that nothing else accesses.
         let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
         assert_eq!(view.as_ptr(), ptr);
@@ -464,7 +464,7 @@ fn dlpark_allocations_are_released_once_on_every_path() {
         dlpark_counted::<dlpark::ffi::DLManagedTensor>(1, 4, &counter, DlpackFlags::empty());
     // SAFETY: as above.
     let tensor = unsafe { ManagedTensor::from_dlpark_legacy(dlpack) }.unwrap();
-    let dlpack = tensor.into_dlpark();
+    let dlpack = tensor.into_dlpark().unwrap();
     assert_eq!(dlpack.validate().unwrap().shape(), &[1, 4]);
     drop(dlpack);
     assert_eq!(counter.get(), 1);
@@ -486,4 +486,37 @@ fn dlpark_allocations_are_released_once_on_every_path() {
     let err = unsafe { ManagedTensor::from_dlpark(dlpack) }.unwrap_err();
     assert_eq!(err, Error::NegativeNdim { ndim: -2 });
     assert_eq!(counter.get(), 1);
+}
+
+#[test]
+fn read_only_memory_that_rust_reads_goes_to_dlpark_as_a_copy() {
+    let kept = ndarray::ArcArray1::from_vec(vec![1.0f32, 2.0, 3.0]);
+    let tensor = kept.clone().to_dlpack().unwrap();
+    assert!(tensor.is_read_only());
+    let dlpack = tensor.into_dlpark().unwrap();
+    let flags = dlpack.flags();
+    // A copy of its own (dlpark could hand it to PyTorch, which would write it).
+    // SAFETY: the copy is the handle's alone: valid, writable, and not shared.
+    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
+    assert_ne!(view.as_ptr(), kept.as_ptr());
+    assert_eq!(view.as_slice().unwrap(), &[1.0, 2.0, 3.0]);
+    assert!(flags.contains(DlpackFlags::IS_COPIED) && !flags.contains(DlpackFlags::READ_ONLY));
+    drop(dlpack);
+
+    // The unchecked door hands it over as it is, still read-only.
+    let tensor = kept.clone().to_dlpack().unwrap();
+    // SAFETY: nothing writes the memory through the handle, which stays in this test.
+    let dlpack = unsafe { tensor.into_dlpark_unchecked() };
+    // SAFETY: read only, while `kept` (which nobody writes) keeps the memory.
+    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
+    assert_eq!(view.as_ptr(), kept.as_ptr());
+    assert!(dlpack.flags().contains(DlpackFlags::READ_ONLY));
+
+    // A shared array that was the only handle is exported writable: it moves.
+    let only = ndarray::ArcArray1::from_vec(vec![4.0f32]);
+    let ptr = only.as_ptr();
+    let dlpack = only.to_dlpack().unwrap().into_dlpark().unwrap();
+    // SAFETY: our own export, nothing else reaches it.
+    let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();
+    assert_eq!(view.as_ptr(), ptr);
 }

@@ -169,10 +169,9 @@ fn eight_threads_import_one_array() {
     Python::attach(|py| assert_eq!(refcount(py, &array), before));
 }
 
-/// Whatever holds torch's names in `sys.modules` (torch is not installed here), a typed
-/// argument's extraction asks it only what Python code cannot fake, and keeps nothing:
-/// a NumPy array is then written in place as ever. (Under AddressSanitizer this reads
-/// each stand-in's module definition, or finds none.)
+/// Whatever holds torch's names in `sys.modules` (torch is not installed here), a NumPy
+/// array is no torch tensor (its class does not derive from torch's static
+/// `TensorBase`), and is written in place as ever: the stand-in is never asked.
 #[test]
 fn a_stand_in_for_torch_is_asked_safely_and_never_kept() {
     use dlpack_core::DLPackArray;

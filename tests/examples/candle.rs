@@ -17,7 +17,7 @@ use ndarray::{Array2, Ix2};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ndarray -> dlpack-core -> dlpark: the buffer moves, nothing is copied.
     let a = Array2::<f32>::from_shape_fn((2, 3), |(i, j)| (i * 3 + j) as f32);
-    let dlpack = a.to_dlpack()?.into_dlpark();
+    let dlpack = a.to_dlpack()?.into_dlpark()?;
 
     // dlpark -> candle: one copy into candle's storage.
     // SAFETY: the tensor is our own export of `a`: live, CPU, f32, and nothing else

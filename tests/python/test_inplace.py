@@ -227,6 +227,37 @@ STAND_INS = {
         real = torch._C.is_grad_enabled
         torch._C.is_grad_enabled = lambda: False
     """,
+    # ... by another C function of the module that answers False.
+    "other-c-function": """
+        import torch
+        real = torch._C.is_grad_enabled
+        torch._C.is_grad_enabled = torch._C._is_any_autocast_enabled
+    """,
+    # ... by a Python function bound to the module, named like torch's.
+    "bound-python-function": """
+        import torch
+        real = torch._C.is_grad_enabled
+        def is_grad_enabled(module):
+            return False
+        torch._C.is_grad_enabled = types.MethodType(is_grad_enabled, torch._C)
+    """,
+    # Torch's TensorBase replaced, on its module, by another static type of torch's.
+    "other-static-type": """
+        import torch
+        real = torch._C.TensorBase
+        torch._C.TensorBase = torch._C._FunctionBase
+    """,
+    # Torch's module gone from the interpreter's modules.
+    "deleted-module": """
+        import torch
+        real_c = sys.modules.pop("torch._C")
+    """,
+    # `sys.modules` rebound to another dict (the interpreter keeps its own).
+    "rebound-sys-modules": """
+        import torch
+        saved = sys.modules
+        sys.modules = {}
+    """,
 }
 
 RESTORE = {
@@ -234,6 +265,11 @@ RESTORE = {
     "real-class-in-python-module": 'sys.modules["torch._C"] = real_c',
     "other-extension": 'sys.modules["torch._C"] = real_c; gc.enable()',
     "patched-function": "torch._C.is_grad_enabled = real",
+    "other-c-function": "torch._C.is_grad_enabled = real",
+    "bound-python-function": "torch._C.is_grad_enabled = real",
+    "other-static-type": "torch._C.TensorBase = real",
+    "deleted-module": 'sys.modules["torch._C"] = real_c',
+    "rebound-sys-modules": "sys.modules = saved",
 }
 
 
@@ -278,3 +314,22 @@ print("values", w.detach().tolist())
     # refused all the same (the rule is torch's object's own) or, where the stand-in
     # hides the real module, read as a plain import: never written in grad mode.
     assert "during: written" not in lines, child.stdout
+
+
+def test_a_class_whose_mro_leaves_torch_out_is_still_a_torch_tensor(ext):
+    # The tensor's layout is TensorBase's whatever its class's `mro()` says: it is
+    # found base by base, not through the MRO.
+    class Meta(type(torch.Tensor)):
+        def mro(cls):
+            return [cls, torch.Tensor, object]
+
+    class Hidden(torch.Tensor, metaclass=Meta):
+        pass
+
+    w = torch.ones(4, requires_grad=True)
+    w.__class__ = Hidden
+    assert torch._C.TensorBase not in type(w).__mro__
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(2.0, w)
+    w.__class__ = torch.Tensor
+    assert w.tolist() == [1.0] * 4

@@ -119,7 +119,7 @@ fn ndarray_becomes_a_candle_tensor() {
     let a = sample(2, 3);
     let expected = a.clone();
     let ptr = a.as_ptr();
-    let dlpack = counted_array(a, &drops).into_dlpark();
+    let dlpack = counted_array(a, &drops).into_dlpark().unwrap();
     // SAFETY: the tensor's data is a live, unshared f32 array on the CPU.
     let tensor = unsafe { Tensor::try_from_dlpack(&dlpack, ()) }.unwrap();
     // dlpark's candle import copies: candle cannot hold borrowed memory.
@@ -134,7 +134,7 @@ fn ndarray_becomes_a_candle_tensor() {
     let drops = Drops::default();
     let t = sample(3, 2).reversed_axes();
     let expected = t.to_owned();
-    let dlpack = counted_array(t, &drops).into_dlpark();
+    let dlpack = counted_array(t, &drops).into_dlpark().unwrap();
     // SAFETY: as above.
     let tensor = unsafe { Tensor::try_from_dlpack(&dlpack, ()) }.unwrap();
     drop(dlpack);
@@ -218,7 +218,7 @@ fn ndarray_to_candle_and_back() {
     let drops = Drops::default();
     let a = sample(2, 2);
     let expected = a.mapv(|x| 2.0 * x);
-    let dlpack = counted_array(a, &drops).into_dlpark();
+    let dlpack = counted_array(a, &drops).into_dlpark().unwrap();
     // SAFETY: the tensor's data is a live, unshared f32 array on the CPU.
     let x = unsafe { Tensor::try_from_dlpack(&dlpack, ()) }.unwrap();
     drop(dlpack);

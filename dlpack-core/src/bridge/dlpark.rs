@@ -68,7 +68,13 @@ const _: () = {
 };
 
 impl ManagedTensor {
-    /// Hands this tensor over to dlpark as a versioned handle, without copying.
+    /// Hands this tensor over to dlpark as a versioned handle, without copying, unless
+    /// it is read-only memory that Rust code also reads (a shared `ArcArray`'s export, a
+    /// burn tensor with other handles, a `from_owner` tensor flagged `READ_ONLY`): that
+    /// is handed over as a copy (flagged `IS_COPIED`), since dlpark makes a Python
+    /// capsule of any handle, and PyTorch writes a `READ_ONLY` tensor as if it were
+    /// writable, which would write memory that Rust reads as immutable. (The `unsafe`
+    /// [`into_dlpark_unchecked`](Self::into_dlpark_unchecked) hands it over as it is.)
     ///
     /// A versioned tensor moves as it is (the same pointer); a legacy one is wrapped
     /// in a versioned header (flags 0) whose deleter calls the legacy deleter. The
@@ -82,7 +88,32 @@ impl ManagedTensor {
     /// [`TryFromDlpack`] for `ndarray::ArrayViewD` or `candle_core::Tensor`, ask of
     /// their caller. Like [`into_raw`](Self::into_raw), it can be
     /// imported back with [`from_dlpark`](Self::from_dlpark).
-    pub fn into_dlpark(self) -> versioned::Dlpack {
+    ///
+    /// # Errors
+    ///
+    /// Only for a copy: [`Error::AllocationFailed`] when it cannot be allocated (a
+    /// broadcast too large for memory), and the errors of a layout that cannot be
+    /// copied; the tensor is dropped (its deleter runs once).
+    pub fn into_dlpark(self) -> Result<versioned::Dlpack> {
+        let tensor = if self.is_rust_immutable() {
+            self.copy_as_bytes(true)?
+        } else {
+            self
+        };
+        // SAFETY: a copy is nobody else's; any other tensor is no read-only memory of
+        // Rust's (`is_rust_immutable`), so a consumer's writes reach no Rust reader.
+        Ok(unsafe { tensor.into_dlpark_unchecked() })
+    }
+
+    /// [`into_dlpark`](Self::into_dlpark) without its copy of read-only memory of
+    /// Rust's: the tensor is handed over as it is, flagged as it is.
+    ///
+    /// # Safety
+    ///
+    /// - no consumer of the handle writes the tensor's memory while Rust code may read
+    ///   it through another handle: in particular, the handle does not reach PyTorch
+    ///   (through dlpark's Python conversion), which ignores `READ_ONLY`.
+    pub unsafe fn into_dlpark_unchecked(self) -> versioned::Dlpack {
         let raw = self.into_raw();
         // SAFETY:
         // - `raw` is an initialised `DLManagedTensorVersioned` that `into_raw` gave up
@@ -198,9 +229,12 @@ impl ManagedTensor {
     }
 }
 
-/// Moves the tensor into a dlpark versioned handle: [`ManagedTensor::into_dlpark`].
-impl From<ManagedTensor> for versioned::Dlpack {
-    fn from(tensor: ManagedTensor) -> Self {
+/// Moves the tensor into a dlpark versioned handle (read-only memory of Rust's as a
+/// copy): [`ManagedTensor::into_dlpark`].
+impl TryFrom<ManagedTensor> for versioned::Dlpack {
+    type Error = Error;
+
+    fn try_from(tensor: ManagedTensor) -> Result<Self> {
         tensor.into_dlpark()
     }
 }

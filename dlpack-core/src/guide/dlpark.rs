@@ -6,11 +6,13 @@
 //! Both crates mirror the same C structs, so a conversion moves one pointer and its
 //! ownership: `into_raw` on one side, `from_raw` on the other. No data, shape or
 //! strides are copied, and the producer's deleter still runs exactly once, when the
-//! last owner drops the handle.
+//! last owner drops the handle. One exception: read-only memory that Rust code also
+//! reads (a shared `ArcArray`'s export) goes to dlpark as a copy, since dlpark hands any
+//! handle to Python, where PyTorch ignores `READ_ONLY` and would write it.
 //!
 //! | From | To | How | Safe? |
 //! |---|---|---|---|
-//! | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`] | [`ManagedTensor::into_dlpark`], `From` | yes |
+//! | [`ManagedTensor`] | [`dlpark::versioned::Dlpack`] | [`ManagedTensor::into_dlpark`], `TryFrom` | yes; read-only memory of Rust's as a copy |
 //! | [`ManagedTensor`] | [`dlpark::legacy::Dlpack`] | [`ManagedTensor::into_dlpark_legacy`], `TryFrom` | yes; refuses `READ_ONLY` |
 //! | [`dlpark::versioned::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
 //! | [`dlpark::legacy::Dlpack`] | [`ManagedTensor`] | [`ManagedTensor::from_dlpark_legacy`], [`TryFromDlpack`](::dlpark::TryFromDlpack) | `unsafe` |
@@ -42,7 +44,7 @@
 //! let tensor: ManagedTensor = a.to_dlpack()?;
 //!
 //! // Safe: ownership moves to dlpark, nothing is copied.
-//! let dlpack: dlpark::versioned::Dlpack = tensor.into();
+//! let dlpack = tensor.into_dlpark()?;
 //! // SAFETY: a tensor exported by this crate satisfies DLPack's memory, lifetime and
 //! // synchronization requirements, and nothing else accesses its data.
 //! let view = unsafe { ArrayViewD::<f32>::try_from_dlpack(&dlpack, ()) }.unwrap();

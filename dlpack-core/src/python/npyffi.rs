@@ -31,37 +31,6 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 use crate::dtype::DataType;
 use crate::ffi::DLDataTypeCode;
 
-/// The owner of a tensor read from a NumPy array in place (`import::numpy`): a strong
-/// reference to the array, released on any thread (attaching to the interpreter when
-/// the thread is not). Its memory is NumPy's ([`owns_numpy_memory`]).
-pub(crate) struct ArrayRef(NonNull<ffi::PyObject>);
-
-impl ArrayRef {
-    /// Takes over a strong reference to an array.
-    pub(crate) fn new(reference: NonNull<ffi::PyObject>) -> Self {
-        Self(reference)
-    }
-}
-
-// SAFETY:
-// - the reference is only released (by `Drop`, which attaches to the interpreter when
-//   the thread is not attached) and never used otherwise; reference counts are the
-//   interpreter's, changed only by attached threads.
-unsafe impl Send for ArrayRef {}
-// SAFETY: nothing is reachable through `&ArrayRef`.
-unsafe impl Sync for ArrayRef {}
-
-impl Drop for ArrayRef {
-    fn drop(&mut self) {
-        crate::interpreter::release_reference(self.0);
-    }
-}
-
-/// Whether `tensor` is a NumPy array read in place: a header of ours over NumPy's memory.
-pub(crate) fn owns_numpy_memory(tensor: &crate::tensor::ManagedTensor) -> bool {
-    tensor.owner_type() == Some(core::any::TypeId::of::<ArrayRef>())
-}
-
 /// NumPy's array object up to the fields read here: `PyArrayObject_fields`, whose
 /// first members are the same in NumPy 1.x and 2.x (ABI versions `0x01000009` and
 /// `0x02000000`).

@@ -15,11 +15,21 @@
 mod abi;
 mod adapter;
 // The features that copy tensor bytes or write them to a file.
-#[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
 mod buffers;
 mod own;
 mod producer;
-#[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
 mod runs;
 mod span;
 
@@ -42,6 +52,8 @@ use adapter::{Adapter, wrap};
 pub(crate) use buffers::AlignedBytes;
 #[cfg(feature = "safetensors")]
 pub(crate) use buffers::typed::{element_bytes_mut, into_bools, zeroed_elements};
+#[cfg(feature = "pyo3")]
+pub(crate) use own::ForeignOwner;
 pub(crate) use own::{Desc, build};
 pub use span::ByteSpan;
 

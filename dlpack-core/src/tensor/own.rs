@@ -312,6 +312,46 @@ unsafe fn delete_own<M: Abi>(managed: *mut M) {
     unsafe { release(managed.cast()) };
 }
 
+/// The owner of a header of ours over memory that is another party's, not Rust's (a
+/// NumPy array read in place): a pointer to what keeps the memory alive, released once,
+/// from whichever thread drops the tensor. [`ManagedTensor::is_rust_immutable`] knows a
+/// tensor it owns by its type.
+#[cfg(feature = "pyo3")]
+pub(crate) struct ForeignOwner {
+    keeper: NonNull<c_void>,
+    release: fn(NonNull<c_void>),
+}
+
+#[cfg(feature = "pyo3")]
+impl ForeignOwner {
+    /// An owner that calls `release(keeper)` once when dropped.
+    ///
+    /// # Safety
+    ///
+    /// - `release(keeper)` may be called once, from any thread, at any time from now
+    ///   (it releases what the caller hands over).
+    pub(crate) unsafe fn new(keeper: NonNull<c_void>, release: fn(NonNull<c_void>)) -> Self {
+        Self { keeper, release }
+    }
+}
+
+// SAFETY:
+// - the pointer is only handed to `release`, once, by `Drop`, which `new`'s caller
+//   allows on any thread.
+#[cfg(feature = "pyo3")]
+unsafe impl Send for ForeignOwner {}
+// SAFETY: nothing is reachable through `&ForeignOwner` (its fields are private and no
+// method reads them).
+#[cfg(feature = "pyo3")]
+unsafe impl Sync for ForeignOwner {}
+
+#[cfg(feature = "pyo3")]
+impl Drop for ForeignOwner {
+    fn drop(&mut self) {
+        (self.release)(self.keeper);
+    }
+}
+
 /// Our own headers, seen from the handle: the owner's type, the owner itself, and the
 /// zero-copy way back to it.
 impl ManagedTensor {
@@ -319,6 +359,39 @@ impl ManagedTensor {
     #[inline]
     pub(crate) fn is_own(&self) -> bool {
         with_header!(self, ptr, m => is_own(ptr, m))
+    }
+
+    /// Whether the tensor is read-only memory that Rust code may also read, as
+    /// immutable, through other handles: read-only, CPU-accessible, under a header this
+    /// crate made over an owner of Rust's (a shared `ArcArray`, burn's bytes with other
+    /// handles, a `from_owner` owner). Such memory must not reach a consumer that
+    /// ignores `READ_ONLY` (PyTorch): the bridges to Python and to dlpark hand it on as
+    /// a copy. Not a producer's header (the memory is the producer's), nor a header of
+    /// ours over another party's memory (a [`ForeignOwner`]: a NumPy array read in
+    /// place); a header over another tensor (`__dlpack__`'s, taken back) answers for
+    /// that tensor.
+    #[cfg(any(feature = "pyo3", feature = "dlpark"))]
+    pub(crate) fn is_rust_immutable(&self) -> bool {
+        let mut tensor = self;
+        loop {
+            if !tensor.is_read_only() || !tensor.device().is_cpu_accessible() || !tensor.is_own() {
+                return false;
+            }
+            if let Some(inner) = tensor.owner_ptr::<std::sync::Arc<ManagedTensor>>() {
+                // SAFETY: `owner_ptr` points to an initialised owner that lives as long
+                // as `tensor`, which only moves it out by `into_owner` (taking `tensor`
+                // by value); it is only read here.
+                tensor = unsafe { inner.as_ref() };
+                continue;
+            }
+            // (An owner of ours over another party's memory: a NumPy array read in
+            // place.)
+            #[cfg(feature = "pyo3")]
+            if tensor.owner_ptr::<ForeignOwner>().is_some() {
+                return false;
+            }
+            return true;
+        }
     }
 
     /// The owner value of a tensor made by this crate with owner type `O`; `None` for

@@ -7,7 +7,7 @@ use core::marker::PhantomData;
 use crate::error::{Error, Result};
 
 use super::ManagedTensor;
-#[cfg(any(feature = "pyo3", feature = "burn"))]
+#[cfg(any(feature = "pyo3", feature = "burn", feature = "dlpark"))]
 use super::buffers::AlignedBytes;
 use super::span::Measured;
 
@@ -176,8 +176,9 @@ impl ManagedTensor {
     }
 }
 
-/// Copies, for the bridges that hand a tensor on as one buffer (Python's `copy=True`, burn).
-#[cfg(any(feature = "pyo3", feature = "burn"))]
+/// Copies, for the bridges that hand a tensor on as one buffer (Python's `copy=True`, burn,
+/// read-only memory of Rust's handed to Python or dlpark).
+#[cfg(any(feature = "pyo3", feature = "burn", feature = "dlpark"))]
 impl ManagedTensor {
     /// A copy of the tensor's bytes in C order ([`c_order_runs`](Self::c_order_runs))
     /// in a buffer of its own, aligned to 16 bytes.
@@ -190,6 +191,43 @@ impl ManagedTensor {
             at += run.len();
         }
         Ok(copy)
+    }
+
+    /// A copy of a CPU-accessible tensor as a tensor of its own: its bytes in C order
+    /// ([`copy_c_order`](Self::copy_c_order)), the same dtype and shape, on the CPU,
+    /// writable and exclusive, flagged `IS_COPIED` when `copied` says so (sub-byte
+    /// elements stay as they were: packed, or one per byte). The elements are bit
+    /// copies: a `bool` tensor whose bytes a consumer may have written is checked by its
+    /// caller first.
+    #[cfg(any(feature = "pyo3", feature = "dlpark"))]
+    pub(crate) fn copy_as_bytes(&self, copied: bool) -> Result<ManagedTensor> {
+        use crate::ffi::{
+            DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+        };
+        let bytes = self.copy_c_order()?;
+        let mut flags = self.flags() & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+        if copied {
+            flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+        }
+        // SAFETY:
+        // - the buffer holds the tensor's elements in C order (`ceil(elements * bits /
+        //   8)` bytes, packed below a byte, or one byte each when flagged padded, as the
+        //   copy is), 16-byte aligned, kept alive and unmoved by the owner (heap
+        //   memory); the shape is the tensor's and the strides C-contiguous (NULL);
+        // - nobody else reaches the copy: exclusive and writable (no `READ_ONLY` flag);
+        // - the elements are bit copies of the tensor's, of the same dtype (`bool` bytes
+        //   as the caller vouches for them).
+        unsafe {
+            ManagedTensor::from_owner(
+                bytes,
+                |bytes| bytes.as_mut_ptr().cast(),
+                self.shape(),
+                None,
+                self.dtype(),
+                crate::device::Device::CPU,
+                flags,
+            )
+        }
     }
 }
 

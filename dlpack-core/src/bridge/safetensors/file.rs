@@ -107,10 +107,15 @@ pub(super) fn open(path: &Path) -> Result<(File, u64)> {
 }
 
 /// Which file an open file is, so that a file opened again by its path can be told
-/// from one that replaced it: its device and inode on Unix, and its length.
+/// from one that replaced it: its device and inode, and the times of its last change
+/// of contents and of status on Unix (a file made after another was removed may get
+/// its inode, never its change time), its time of last change elsewhere; and its
+/// length.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Identity {
     node: (u64, u64),
+    changed: (i64, i64, i64, i64),
+    modified: Option<std::time::SystemTime>,
     pub(super) len: u64,
 }
 
@@ -118,14 +123,24 @@ pub(super) struct Identity {
 pub(super) fn identity(path: &Path, file: &File) -> Result<Identity> {
     let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
     #[cfg(unix)]
-    let node = {
+    let (node, changed) = {
         use std::os::unix::fs::MetadataExt;
-        (meta.dev(), meta.ino())
+        (
+            (meta.dev(), meta.ino()),
+            (
+                meta.ctime(),
+                meta.ctime_nsec(),
+                meta.mtime(),
+                meta.mtime_nsec(),
+            ),
+        )
     };
     #[cfg(not(unix))]
-    let node = (0, 0);
+    let (node, changed) = ((0, 0), (0, 0, 0, 0));
     Ok(Identity {
         node,
+        changed,
+        modified: meta.modified().ok(),
         len: meta.len(),
     })
 }

@@ -425,7 +425,8 @@ fn remove_stale(dir: &Path, files: &[String]) -> Result<()> {
         } else {
             is_shard_name(name)
         };
-        if stale {
+        // (A folder under such a name is not an earlier save's file: left alone.)
+        if stale && !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
             remove_if_there(&entry.path())?;
         }
     }

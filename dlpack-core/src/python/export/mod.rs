@@ -18,7 +18,7 @@ use crate::dtype::{DataType, Element};
 use crate::error::Error;
 use crate::ffi::{
     DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::layout;
 use crate::tensor::{Abi, Desc, ManagedTensor, build};
@@ -330,26 +330,6 @@ fn copy_tensor(tensor: &ManagedTensor) -> PyResult<ManagedTensor> {
         };
     }
     crate::for_each_element!(dispatch);
-    let bytes = tensor.copy_c_order()?;
-    // Sub-byte elements stay as they were: packed, or one per byte.
-    let flags = tensor.flags() & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
-    // SAFETY:
-    // - the buffer holds the tensor's elements in C order (`ceil(elements * bits / 8)`
-    //   bytes, packed below a byte, or one byte each when flagged padded, as the copy
-    //   is), 16-byte aligned, kept alive and unmoved by the owner (heap memory); the
-    //   shape is the tensor's and the strides C-contiguous;
-    // - nobody else reaches the copy: exclusive and writable;
-    // - the elements are bit copies of the tensor's, of the same dtype (not `bool`,
-    //   which has an `Element` and was copied above).
-    Ok(unsafe {
-        ManagedTensor::from_owner(
-            bytes,
-            |bytes| bytes.as_mut_ptr().cast(),
-            tensor.shape(),
-            None,
-            dtype,
-            Device::CPU,
-            flags,
-        )
-    }?)
+    // Sub-byte and other types with no Rust element: their bytes.
+    Ok(tensor.copy_as_bytes(false)?)
 }

@@ -119,7 +119,7 @@ impl Tensor {
     /// handles, a `from_owner` tensor flagged `READ_ONLY`) reaches consumers as copies:
     /// see [`copies_read_only`](Self::copies_read_only).
     pub fn new(tensor: ManagedTensor) -> Self {
-        let copies = rust_reads_as_immutable(&tensor);
+        let copies = tensor.is_rust_immutable();
         Self::wrap(tensor, copies)
     }
 
@@ -216,35 +216,6 @@ impl Tensor {
             t.dtype(),
             t.device()
         )
-    }
-}
-
-/// Whether `tensor` is read-only memory that Rust code may read as immutable through
-/// other handles: read-only, CPU-accessible, under a header this crate made over an
-/// owner of Rust's (an `ArcArray`, burn's bytes, a `from_owner` owner). Not a producer's
-/// header (its memory is the producer's), nor a NumPy array read in place (NumPy's); a
-/// header over another tensor (`__dlpack__`'s, taken back into Rust) answers for that
-/// tensor.
-fn rust_reads_as_immutable(tensor: &ManagedTensor) -> bool {
-    let mut tensor = tensor;
-    loop {
-        if !tensor.is_read_only() || !tensor.device().is_cpu_accessible() {
-            return false;
-        }
-        let Some(owner) = tensor.owner_type() else {
-            return false;
-        };
-        if crate::python::npyffi::owns_numpy_memory(tensor) {
-            return false;
-        }
-        if owner != core::any::TypeId::of::<Arc<ManagedTensor>>() {
-            return true;
-        }
-        // (A `bool` tensor handed to Python shows no owner: copied, to be safe.)
-        match tensor.owner::<Arc<ManagedTensor>>() {
-            Some(inner) => tensor = inner,
-            None => return true,
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! NumPy arrays read in place: the subclass rule and the read policy, as "NumPy arrays"
 //! in `from_dlpack`'s docs states them for users; NumPy's C layout and API table are
 //! [`npyffi`](crate::python::npyffi)'s. The tensor is one header of ours that holds a
-//! strong reference to the array ([`ArrayRef`](crate::python::npyffi::ArrayRef)).
+//! strong reference to the array (a [`ForeignOwner`]: its memory is NumPy's).
 //!
 //! - **What NumPy's `__dlpack__` would give as it is.** [`read`] makes the checks of
 //!   NumPy's own export (`numpy/_core/src/multiarray/dlpack.c`): a type number that
@@ -30,16 +30,23 @@ use pyo3::prelude::*;
 
 use crate::device::Device;
 use crate::ffi::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::interpreter::release_reference;
 use crate::python::adopt::adopt;
 use crate::python::npyffi::{
-    Api, ArrayObject, ArrayRef, C_CONTIGUOUS, MAX_DIMS, SWAPPED, WRITEABLE, api, api_found,
-    element_type,
+    Api, ArrayObject, C_CONTIGUOUS, MAX_DIMS, SWAPPED, WRITEABLE, api, api_found, element_type,
 };
-use crate::tensor::{Desc, ManagedTensor, build};
+use crate::tensor::{Desc, ForeignOwner, ManagedTensor, build};
 
 /// The C function of NumPy's `ndarray.__dlpack__` (the `ml_meth` of its method
 /// definition), found on the first subclass instance seen.
 static NUMPY_DLPACK: OnceLock<usize> = OnceLock::new();
+
+/// Releases the strong reference to an array that a tensor read from it owns (its
+/// [`ForeignOwner`]'s), on any thread: attaching to the interpreter when the thread is
+/// not.
+fn release_array(array: NonNull<c_void>) {
+    release_reference(array.cast());
+}
 
 /// Imports `obj` if it is exactly a `numpy.ndarray` and NumPy's API was already found
 /// (the first import of an array finds it through [`import`]): one comparison for
@@ -192,8 +199,11 @@ fn read(obj: &Bound<'_, PyAny>, api: &Api) -> PyResult<Option<ManagedTensor>> {
     let Some(reference) = NonNull::new(obj.clone().into_ptr()) else {
         return Ok(None);
     };
-    let owner = ArrayRef::new(reference);
-    let describe = |_: &mut ArrayRef, shape: &mut [i64], strides_out: &mut [i64]| {
+    // SAFETY: `release_array` releases the reference once, on any thread (attaching to
+    // the interpreter when the thread is not); reference counts are the interpreter's,
+    // changed only by attached threads, and the reference is used for nothing else.
+    let owner = unsafe { ForeignOwner::new(reference.cast(), release_array) };
+    let describe = |_: &mut ForeignOwner, shape: &mut [i64], strides_out: &mut [i64]| {
         for (((extent, stride), &d), &s) in shape.iter_mut().zip(strides_out).zip(dims).zip(strides)
         {
             *extent = d as i64;

@@ -3,16 +3,38 @@
 //! import, so that the Python code it may run (a subclass's `__torch_function__`)
 //! cannot free or move memory that an import already describes; `DLPackArray` keeps
 //! only the answer, which its `assume_exclusive` asks.
+//!
+//! Everything the rule relies on is something Python code cannot make or replace:
+//!
+//! - **Which objects are torch tensors**: those whose class derives, base by base
+//!   (`tp_base`, the memory layout, which neither a metaclass's `mro()` nor a
+//!   `__bases__` assignment can take away), from a static type named
+//!   `torch._C.TensorBase` (a class made in Python is a heap type, whatever its
+//!   `__module__` says; a static type's name is fixed in C). No look-up in
+//!   `sys.modules` decides it, so that removing or replacing torch's entries there
+//!   does not hide a tensor.
+//! - **The flag**: `TensorBase`'s own `requires_grad` descriptor, from the static type's
+//!   dictionary (which Python cannot change), past a subclass's attribute of that name.
+//! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
+//!   table of modules (not the `sys.modules` attribute, which can be rebound): an
+//!   extension module whose C definition is named `torch._C` (a module made in Python
+//!   has no definition, another extension's has its own name), whose `TensorBase` is
+//!   the tensor's, and whose `is_grad_enabled` is a C function of that name bound to
+//!   it. Only then is it kept; anything else (a stand-in registered under torch's
+//!   name, a function replaced on the module) refuses the write of a torch tensor
+//!   ([`TorchRefusal::StandIn`]) and is asked again on the next call.
+
+use core::ffi::CStr;
 
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule, PyTuple, PyType};
+use pyo3::types::{PyModule, PyString, PyType};
 
 use crate::bridge::ndarray::TorchRefusal;
 
-/// What the rule needs of torch, found once torch has loaded.
+/// What the rule needs of torch, kept once torch's own module is found.
 struct Torch {
     tensor_base: Py<PyType>,
     /// `TensorBase`'s own `requires_grad` descriptor: the flag, past a subclass's
@@ -21,123 +43,103 @@ struct Torch {
     is_grad_enabled: Py<PyAny>,
 }
 
-/// Torch's entry points once `torch._C` is in `sys.modules` (a `torch` entry that a
-/// lazy loader registered, not yet loaded, has none: it is left unloaded); absent
-/// until then, and then no object is a torch tensor.
-///
-/// Only torch's own objects are kept, each checked by what Python code cannot make:
-/// the module is an extension module whose C definition is named `torch._C` (a module
-/// made in Python has no definition, another extension's definition has its own
-/// name); `TensorBase` is a static type of it (a class made in Python is a heap type,
-/// whatever its `__module__` says; a static type's attributes cannot be replaced); and
-/// `is_grad_enabled` a C function bound to that module. A stand-in registered under
-/// torch's names (a test's mock, a stub) is never kept: it is asked again on the next
-/// call, and the real torch is found once it loads. While one is there, an object whose
-/// class derives from torch's `TensorBase` (known by its static type's name) is
-/// refused a write rather than written unchecked.
-fn torch(py: Python<'_>) -> Found {
-    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
-    static MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-    if let Some(torch) = TORCH.get(py) {
-        return Found::Torch(torch);
-    }
-    let modules = MODULES
-        .get_or_try_init(py, || {
-            py.import(intern!(py, "sys"))?
-                .getattr(intern!(py, "modules"))?
-                .cast_into::<PyDict>()
-                .map(Bound::unbind)
-                .map_err(PyErr::from)
-        })
-        .map(|modules| modules.bind(py).get_item(intern!(py, "torch._C")));
-    let Ok(Ok(Some(c))) = modules else {
-        return Found::Absent;
+/// The names `TensorBase` has had (`_TensorBase` before torch 2.2).
+const TENSOR_BASE: [&str; 2] = ["TensorBase", "_TensorBase"];
+
+/// Why torch refuses an in-place write into `obj`, if it is a torch tensor: it
+/// requires grad and grad mode is on. The flag is torch's own (`TensorBase`'s
+/// descriptor, past a subclass's attribute of that name); a read that raises (a
+/// subclass's `__torch_function__` that handles only some functions) refuses the write
+/// rather than the read, and so does a torch whose module cannot be trusted. For
+/// anything else, a walk over its class's bases.
+pub(super) fn write_refusal(obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
+    let py = obj.py();
+    let Some(base) = tensor_base_of(obj) else {
+        return Ok(None);
     };
-    found(py, &c).map_or(Found::StandIn, |torch| {
-        Found::Torch(TORCH.get_or_init(py, || torch))
-    })
-}
-
-/// What [`torch`] found.
-enum Found {
-    Torch(&'static Torch),
-    /// No `torch._C` in `sys.modules` (or none could be read): torch has not loaded.
-    Absent,
-    /// Something else under torch's name, or torch's module with parts replaced.
-    StandIn,
-}
-
-/// Torch's objects in `c`, if `c` is torch's own module and they are its own.
-fn found(py: Python<'_>, c: &Bound<'_, PyAny>) -> Option<Torch> {
-    if !is_extension_named(c, c"torch._C") {
-        return None;
+    let Some(torch) = torch(py, &base) else {
+        return Ok(Some(TorchRefusal::StandIn));
+    };
+    let requires_grad = torch
+        .requires_grad
+        .bind(py)
+        .call_method1(intern!(py, "__get__"), (obj,));
+    match requires_grad.and_then(|flag| flag.is_truthy()) {
+        Ok(false) => Ok(None),
+        Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
+            Ok(Some(TorchRefusal::RequiresGrad))
+        }
+        Ok(true) => Ok(None),
+        Err(_) => Ok(Some(TorchRefusal::Unreadable)),
     }
-    let tensor_base = c
-        .getattr(intern!(py, "TensorBase"))
-        .or_else(|_| c.getattr(intern!(py, "_TensorBase")))
-        .ok()?
-        .cast_into::<PyType>()
-        .ok()?;
+}
+
+/// Torch's objects, once its own module is found and agrees with `base` (the
+/// `TensorBase` a tensor derives from); `None` while it cannot be trusted.
+fn torch<'py>(py: Python<'py>, base: &Bound<'py, PyType>) -> Option<&'static Torch> {
+    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+    TORCH
+        .get_or_try_init(py, || find(py, base).ok_or(()))
+        .ok()
+        .filter(|torch| torch.tensor_base.bind(py).is(base))
+}
+
+/// Torch's objects in its own module, if it is torch's and agrees with `base`.
+fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
+    let name = intern!(py, "torch._C");
     // SAFETY:
-    // - `tensor_base` is a live type object (held by the `Bound`);
-    // - the thread is attached (`py`); reading a type's flags runs no code.
-    let flags = unsafe { ffi::PyType_GetFlags(tensor_base.as_type_ptr()) };
-    if flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+    // - `name` is a live `str`; the thread is attached (`py`);
+    // - `PyImport_GetModule` returns a new reference, or NULL (with an exception set
+    //   only when the look-up failed).
+    let c = unsafe { ffi::PyImport_GetModule(name.as_ptr()) };
+    // SAFETY: a new reference or NULL, as above.
+    let Some(c) = (unsafe { Bound::from_owned_ptr_or_opt(py, c) }) else {
+        // (A look-up that failed: the write is refused, nothing else to report.)
+        drop(PyErr::take(py));
+        return None;
+    };
+    if !is_extension_named(&c, c"torch._C") {
         return None;
     }
-    let requires_grad = tensor_base
+    let module_base = TENSOR_BASE
+        .iter()
+        .find_map(|name| c.getattr(PyString::intern(py, name)).ok())?;
+    if !module_base.is(base) {
+        return None;
+    }
+    let requires_grad = base
         .getattr(intern!(py, "__dict__"))
         .and_then(|dict| dict.get_item(intern!(py, "requires_grad")))
         .ok()?;
     let is_grad_enabled = c.getattr(intern!(py, "is_grad_enabled")).ok()?;
-    // A C function (no Python function or callable object) whose module is `c`.
-    if !is_grad_enabled.get_type().is(&builtin_function_type(py)?)
-        || !is_grad_enabled
-            .getattr(intern!(py, "__self__"))
-            .is_ok_and(|owner| owner.is(c))
-    {
+    // SAFETY: a live object; the thread is attached; it compares one pointer.
+    let is_c_function = unsafe { ffi::PyCFunction_CheckExact(is_grad_enabled.as_ptr()) } != 0;
+    // (A C function's name is its definition's, which Python cannot change.)
+    let named = is_grad_enabled
+        .getattr(intern!(py, "__name__"))
+        .is_ok_and(|name| is_str(&name, "is_grad_enabled"));
+    let bound_to_c = is_grad_enabled
+        .getattr(intern!(py, "__self__"))
+        .is_ok_and(|owner| owner.is(&c));
+    if !(is_c_function && named && bound_to_c) {
         return None;
     }
     Some(Torch {
-        tensor_base: tensor_base.unbind(),
+        tensor_base: base.clone().unbind(),
         requires_grad: requires_grad.unbind(),
         is_grad_enabled: is_grad_enabled.unbind(),
     })
 }
 
-/// Whether `obj`'s class derives from a static type named `torch._C.TensorBase`: a
-/// torch tensor, found without torch's module (a static type's name is fixed in C).
-/// Asked only while a stand-in holds torch's name.
-fn derives_from_tensor_base(obj: &Bound<'_, PyAny>) -> bool {
-    let py = obj.py();
-    let Ok(mro) = obj.get_type().getattr(intern!(py, "__mro__")) else {
-        return false;
-    };
-    let Ok(mro) = mro.cast_into::<PyTuple>() else {
-        return false;
-    };
-    mro.iter().any(|ty| {
-        let Ok(ty) = ty.cast_into::<PyType>() else {
-            return false;
-        };
-        // SAFETY:
-        // - `ty` is a live type object (held by the `Bound`);
-        // - the thread is attached; reading a type's flags runs no code.
-        let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
-        flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
-            && ty
-                .module()
-                .is_ok_and(|m| m.to_cow().is_ok_and(|m| m == "torch._C"))
-            && ty.name().is_ok_and(|n| {
-                n.to_cow()
-                    .is_ok_and(|n| n == "TensorBase" || n == "_TensorBase")
-            })
-    })
+/// Whether `obj` is a `str` equal to `text`.
+fn is_str(obj: &Bound<'_, PyAny>, text: &str) -> bool {
+    obj.cast::<PyString>()
+        .is_ok_and(|s| s.to_cow().is_ok_and(|s| s == text))
 }
 
 /// Whether `obj` is a module made by an extension from a C definition named `name`
 /// (which Python code cannot rename).
-fn is_extension_named(obj: &Bound<'_, PyAny>, name: &core::ffi::CStr) -> bool {
+fn is_extension_named(obj: &Bound<'_, PyAny>, name: &CStr) -> bool {
     if !obj.is_instance_of::<PyModule>() {
         return false;
     }
@@ -151,63 +153,88 @@ fn is_extension_named(obj: &Bound<'_, PyAny>, name: &core::ffi::CStr) -> bool {
     }
     // SAFETY:
     // - `def` is the definition the module was made from, which lives as long as the
-    //   extension that defines it, and so at least as long as the module `obj` holds;
-    // - `m_name` is the NUL-terminated name the extension gave it (never NULL: CPython
-    //   makes a module from the definition only with a name).
+    //   extension that defines it (never unloaded), so at least as long as `obj`;
+    // - `m_name` is read, not written.
     let def_name = unsafe { (*def).m_name };
-    // SAFETY: as above, `m_name` is a valid NUL-terminated C string while `def` lives.
-    !def_name.is_null() && unsafe { core::ffi::CStr::from_ptr(def_name) } == name
+    // SAFETY: a non-NULL `m_name` is the NUL-terminated name the extension gave the
+    // definition, valid as long as the definition.
+    !def_name.is_null() && unsafe { CStr::from_ptr(def_name) } == name
 }
 
-/// The type of C functions (`builtin_function_or_method`), read from a function of
-/// the `builtins` module (the stable ABI does not export it).
-fn builtin_function_type(py: Python<'_>) -> Option<Bound<'_, PyType>> {
-    static TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    TYPE.get_or_try_init(py, || {
-        py.import(intern!(py, "builtins"))?
-            .getattr(intern!(py, "len"))
-            .map(|len| len.get_type().unbind())
-    })
-    .ok()
-    .map(|ty| ty.bind(py).clone())
-}
-
-/// Why torch refuses an in-place write into `obj`, if it is a torch tensor: it
-/// requires grad and grad mode is on. The flag is torch's own (`TensorBase`'s
-/// descriptor, past a subclass's attribute of that name); a read that raises (a
-/// subclass's `__torch_function__` that handles only some functions) refuses the write
-/// rather than the read. One type check for anything else.
-pub(super) fn write_refusal(obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
-    let py = obj.py();
-    let torch = match torch(py) {
-        Found::Torch(torch) => torch,
-        Found::Absent => return Ok(None),
-        Found::StandIn if derives_from_tensor_base(obj) => {
-            return Ok(Some(TorchRefusal::StandIn));
-        }
-        Found::StandIn => return Ok(None),
-    };
+/// Whether `ty` is a static type (made in C: its name and dictionary are fixed).
+#[cfg(any(Py_LIMITED_API, Py_GIL_DISABLED))]
+fn is_static(ty: &Bound<'_, PyType>) -> bool {
     // SAFETY:
-    // - both pointers are live type objects: `obj`'s type (kept alive by `obj`, whose
-    //   type only an attached thread can change) and torch's tensor base class (held
-    //   by the static);
-    // - the thread is attached (`py`); `PyType_IsSubtype` reads the MRO and runs no code.
-    let is_tensor = unsafe {
-        ffi::PyType_IsSubtype(obj.get_type_ptr(), torch.tensor_base.bind(py).as_type_ptr())
-    } != 0;
-    if !is_tensor {
-        return Ok(None);
-    }
-    let requires_grad = torch
-        .requires_grad
-        .bind(py)
-        .call_method1(intern!(py, "__get__"), (obj,));
-    match requires_grad.and_then(|flag| flag.is_truthy()) {
-        Ok(false) => Ok(None),
-        Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
-            Ok(Some(TorchRefusal::RequiresGrad))
+    // - `ty` is a live type object (held by the `Bound`);
+    // - the thread is attached; reading a type's flags runs no code.
+    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
+    flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
+}
+
+/// The static type named `torch._C.TensorBase` that `obj`'s class derives from, base by
+/// base; `None` for anything else (a NumPy array: two steps). With the GIL and the full
+/// C API, the type objects' own fields are read (no Python code runs meanwhile, so no
+/// base changes under the walk).
+#[cfg(not(any(Py_LIMITED_API, Py_GIL_DISABLED)))]
+fn tensor_base_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyType>> {
+    let mut ty = obj.get_type_ptr();
+    while !ty.is_null() {
+        // SAFETY:
+        // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
+        //   base of a live type, which that type keeps alive (`tp_base` is a strong
+        //   reference); with the GIL held and no Python code running during the walk,
+        //   no type's base changes and nothing is freed;
+        // - its fields are read, not written, while the reference lives (this step).
+        let this = unsafe { &*ty };
+        let (flags, name, base) = (this.tp_flags, this.tp_name, this.tp_base);
+        // SAFETY: a static type's `tp_name` is a NUL-terminated string that lives as
+        // long as the type (it is C data of the extension that defines it).
+        let named = || unsafe { CStr::from_ptr(name) }.to_bytes();
+        if flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
+            && !name.is_null()
+            && matches!(named(), b"torch._C.TensorBase" | b"torch._C._TensorBase")
+        {
+            // SAFETY: a live type object (as above), borrowed for as long as `obj`.
+            let found = unsafe { Bound::from_borrowed_ptr(obj.py(), ty.cast()) };
+            return found.cast_into::<PyType>().ok();
         }
-        Ok(true) => Ok(None),
-        Err(_) => Ok(Some(TorchRefusal::Unreadable)),
+        ty = base;
+    }
+    None
+}
+
+/// [`tensor_base_of`] where a type's fields are not for reading (the stable ABI) or may
+/// change under another thread (a free-threaded build). The bases are read through
+/// `type`'s own descriptors (`type.__dict__["__base__"]`, `"__module__"`,
+/// `"__name__"`), which a metaclass cannot override, as new references: another
+/// thread may change a heap type's bases meanwhile (`__bases__`), without a GIL too.
+#[cfg(any(Py_LIMITED_API, Py_GIL_DISABLED))]
+fn tensor_base_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyType>> {
+    let py = obj.py();
+    // `type`'s own descriptors of a class's base, module and name.
+    static DESCRIPTORS: PyOnceLock<[Py<PyAny>; 3]> = PyOnceLock::new();
+    let [base_of, module_of, name_of] = DESCRIPTORS
+        .get_or_try_init(py, || -> PyResult<_> {
+            let dict = py.get_type::<PyType>().getattr(intern!(py, "__dict__"))?;
+            let get = |name| dict.get_item(name).map(Bound::unbind);
+            Ok([get("__base__")?, get("__module__")?, get("__name__")?])
+        })
+        .ok()?;
+    let read = |descriptor: &Py<PyAny>, ty: &Bound<'py, PyType>| {
+        descriptor
+            .bind(py)
+            .call_method1(intern!(py, "__get__"), (ty,))
+            .ok()
+    };
+    let mut ty = obj.get_type();
+    // (At most a few steps for any class: the depth of its single-inheritance chain.)
+    loop {
+        if is_static(&ty)
+            && read(module_of, &ty).is_some_and(|m| is_str(&m, "torch._C"))
+            && read(name_of, &ty).is_some_and(|n| TENSOR_BASE.iter().any(|t| is_str(&n, t)))
+        {
+            return Some(ty);
+        }
+        ty = read(base_of, &ty)?.cast_into::<PyType>().ok()?;
     }
 }
