@@ -1153,6 +1153,10 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 #[cfg(unix)]
+#[cfg_attr(
+    miri,
+    ignore = "file system semantics, no unsafe code: too slow to interpret"
+)]
 fn a_save_into_a_cache_snapshot_replaces_its_links_and_writes_no_blob() {
     // The Hugging Face cache: a snapshot's files are links to content-addressed blobs
     // that other revisions share.
@@ -1253,6 +1257,10 @@ fn a_checkpoint_saved_to_an_empty_path_is_refused_before_anything_is_written() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "file system semantics, no unsafe code: too slow to interpret"
+)]
 fn every_io_error_of_a_save_names_its_path() {
     let dir = folder();
     let batch = TensorBatch::try_from(vec![(

@@ -178,11 +178,69 @@ def test_a_subclass_whose_torch_function_refuses_is_still_read(ext):
         t = torch.ones(2, 5).as_subclass(Narrow)
     # Reading is never refused for the write rule's sake...
     assert ext.sum_f32_2d(t) == 10.0
-    # ... and a write whose rule cannot be read is refused.
+    # ... and the rule is read with torch functions off: torch's own flag.
     with torch._C.DisableTorchFunction():
         v = torch.ones(3).as_subclass(Narrow)
-    with pytest.raises(RuntimeError, match="could not say whether the tensor requires grad"):
-        ext.scale_in_place(2.0, v)
+        w = torch.ones(3).as_subclass(Narrow).requires_grad_()
+    ext.scale_in_place(2.0, v)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(2.0, w)
+    with torch._C.DisableTorchFunction():
+        assert v.tolist() == [2.0] * 3 and w.tolist() == [1.0] * 3
+
+
+def test_a_torch_function_that_lies_about_requires_grad_is_not_asked(ext):
+    from torch.overrides import TorchFunctionMode
+
+    flag = torch._C.TensorBase.__dict__["requires_grad"]
+
+    def lie(func):
+        return getattr(func, "__self__", None) is flag or func is flag.__get__
+
+    class Lying(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return False if lie(func) else func(*args, **(kwargs or {}))
+
+    class LyingTensor(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if lie(func):
+                return False
+            return super().__torch_function__(func, types, args, kwargs)
+
+    w = torch.ones(3, requires_grad=True)
+    p = torch.nn.Parameter(torch.ones(3))
+    with Lying():
+        for t in (w, p):
+            with pytest.raises(RuntimeError, match="requires grad"):
+                ext.scale_in_place(2.0, t)
+    s = torch.ones(3).as_subclass(LyingTensor).requires_grad_()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(2.0, s)
+    assert w.detach().tolist() == p.detach().tolist() == [1.0] * 3
+
+
+def test_grad_mode_turned_on_by_the_import_is_seen(ext):
+    # The class's own `__dlpack__` runs during the import, after the rule was read
+    # (with grad mode off): grad mode is read again after the import.
+    class Flipping(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            torch._C._set_grad_enabled(True)
+            with torch._C.DisableTorchFunction():
+                plain = self.detach().as_subclass(torch.Tensor)
+            return plain.__dlpack__(*args, **kwargs)
+
+    Flipping.__dlpack_c_exchange_api__ = None
+    with torch._C.DisableTorchFunction():
+        w = torch.ones(3).as_subclass(Flipping).requires_grad_()
+    try:
+        with torch.no_grad():
+            with pytest.raises(RuntimeError, match="requires grad"):
+                ext.scale_in_place(2.0, w)
+    finally:
+        torch.set_grad_enabled(True)
+    with torch._C.DisableTorchFunction():
+        assert w.tolist() == [1.0] * 3
 
 
 # A stand-in registered under torch's names (a test's mock, a stub package) is never
@@ -333,3 +391,43 @@ def test_a_class_whose_mro_leaves_torch_out_is_still_a_torch_tensor(ext):
         ext.scale_in_place(2.0, w)
     w.__class__ = torch.Tensor
     assert w.tolist() == [1.0] * 4
+
+
+def test_python_code_run_while_torch_is_looked_for_cannot_hang_it():
+    # Looking torch's module up may run Python code (a module's `__spec__`), which may
+    # extract a typed argument in turn: no lock is held meanwhile, so it cannot wait
+    # for itself. (A new interpreter: torch not yet looked for.)
+    child = run_child(
+        """
+        import sys
+        import torch
+        import dlpack_test_ext as ext
+
+        inner = []
+
+        class Spec:
+            @property
+            def _initializing(self):
+                if not inner:
+                    inner.append(1)
+                    try:
+                        ext.scale_in_place(2.0, torch.ones(3, requires_grad=True))
+                        inner.append("written")
+                    except RuntimeError as e:
+                        inner.append(str(e))
+                return False
+
+        torch._C.__spec__ = Spec()
+        w = torch.ones(3, requires_grad=True)
+        try:
+            ext.scale_in_place(2.0, w)
+            print("outer: written")
+        except RuntimeError as e:
+            print("outer: refused" if "requires grad" in str(e) else f"outer: {e}")
+        print("inner:", inner[1:])
+        """,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    assert "outer: refused" in child.stdout, child.stdout
+    assert "written" not in child.stdout, child.stdout

@@ -202,7 +202,9 @@ impl Checkpoint {
     /// what it reads; a checkpoint of more shards closes the others after reading their
     /// headers and opens them again to read or map them, at most 32 at a time (1,100
     /// shards load under a limit of 256 open files), and refuses one that another file
-    /// has replaced since ([`Error::InvalidFile`]: open the checkpoint again).
+    /// has replaced since ([`Error::InvalidFile`]: open the checkpoint again; known by
+    /// its inode and change times, so a replacement within one tick of the file
+    /// system's clock may pass unseen, though never a read outside the file).
     ///
     /// # Errors
     ///

@@ -109,8 +109,9 @@ pub(super) fn open(path: &Path) -> Result<(File, u64)> {
 /// Which file an open file is, so that a file opened again by its path can be told
 /// from one that replaced it: its device and inode, and the times of its last change
 /// of contents and of status on Unix (a file made after another was removed may get
-/// its inode, never its change time), its time of last change elsewhere; and its
-/// length.
+/// its inode; its change times then differ, unless both fall within one tick of the
+/// file system's clock, so this is a best effort), its time of last change elsewhere;
+/// and its length, which keeps every read inside the file whatever the rest says.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Identity {
     node: (u64, u64),

@@ -460,7 +460,7 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// door, [`DLPackArray::assume_exclusive`], follows torch's autograd rule.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         // Before the import: whatever Python code this runs cannot touch its memory.
-        let refused_write = torch::write_refusal(&obj)?;
+        let write_rule = torch::write_rule(&obj)?;
         let array = DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
             let found = format!(
                 "{} with shape {} on {}",
@@ -486,6 +486,8 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 python_message(&err)
             ))
         })?;
+        // (Grad mode read again: the import may have run the class's `__dlpack__`.)
+        let refused_write = write_rule.after_import(obj.py())?;
         Ok(array.refusing_writes(refused_write))
     }
 }

@@ -14,7 +14,12 @@
 //!   `sys.modules` decides it, so that removing or replacing torch's entries there
 //!   does not hide a tensor.
 //! - **The flag**: `TensorBase`'s own `requires_grad` descriptor, from the static type's
-//!   dictionary (which Python cannot change), past a subclass's attribute of that name.
+//!   dictionary (which Python cannot change), past a subclass's attribute of that name,
+//!   read with torch functions off (`DisableTorchFunction`) wherever a subclass's
+//!   `__torch_function__` or a torch function mode would answer the read.
+//! - **When**: before the import, so that no Python code it may run can free or move
+//!   memory that the import describes; grad mode is read again after the import (a C
+//!   call, no Python code), since the import may run the class's own `__dlpack__`.
 //! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
 //!   table of modules (not the `sys.modules` attribute, which can be rebound): an
 //!   extension module whose C definition is named `torch._C` (a module made in Python
@@ -35,53 +40,118 @@ use pyo3::types::{PyModule, PyString, PyType};
 use crate::bridge::ndarray::TorchRefusal;
 
 /// What the rule needs of torch, kept once torch's own module is found.
-struct Torch {
+pub(super) struct Torch {
     tensor_base: Py<PyType>,
     /// `TensorBase`'s own `requires_grad` descriptor: the flag, past a subclass's
     /// attribute of that name.
     requires_grad: Py<PyAny>,
     is_grad_enabled: Py<PyAny>,
+    /// `_has_torch_function_unary`: whether a read of the flag would go through a
+    /// subclass's `__torch_function__` or a torch function mode.
+    has_torch_function: Py<PyAny>,
+    /// `DisableTorchFunction`, under which the flag is read when it would.
+    disable_torch_function: Py<PyType>,
+}
+
+/// The rule for one typed argument, read before its import: [`WriteRule::after_import`]
+/// completes it.
+pub(super) enum WriteRule {
+    /// Not a torch tensor that requires grad: written as any import.
+    Allowed,
+    /// Refused, for the reason given.
+    Refused(TorchRefusal),
+    /// A torch tensor that requires grad, while grad mode was off: refused if the
+    /// import turned grad mode on (a `__dlpack__` of the tensor's class can).
+    UnlessGradTurnsOn(&'static Torch),
+}
+
+impl WriteRule {
+    /// The refusal, grad mode read again after the import (a C call that runs no
+    /// Python code and allocates nothing).
+    pub(super) fn after_import(self, py: Python<'_>) -> PyResult<Option<TorchRefusal>> {
+        match self {
+            Self::Allowed => Ok(None),
+            Self::Refused(reason) => Ok(Some(reason)),
+            Self::UnlessGradTurnsOn(torch) => Ok(torch
+                .is_grad_enabled
+                .bind(py)
+                .call0()?
+                .is_truthy()?
+                .then_some(TorchRefusal::RequiresGrad)),
+        }
+    }
 }
 
 /// The names `TensorBase` has had (`_TensorBase` before torch 2.2).
 const TENSOR_BASE: [&str; 2] = ["TensorBase", "_TensorBase"];
 
-/// Why torch refuses an in-place write into `obj`, if it is a torch tensor: it
-/// requires grad and grad mode is on. The flag is torch's own (`TensorBase`'s
-/// descriptor, past a subclass's attribute of that name); a read that raises (a
-/// subclass's `__torch_function__` that handles only some functions) refuses the write
-/// rather than the read, and so does a torch whose module cannot be trusted. For
-/// anything else, a walk over its class's bases.
-pub(super) fn write_refusal(obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
+/// Torch's rule for an in-place write into `obj`, read before its import: refused if it
+/// is a torch tensor that requires grad and grad mode is on. The flag is torch's own
+/// (`TensorBase`'s descriptor, past a subclass's attribute of that name), read with
+/// torch functions off (a subclass's `__torch_function__` or a mode could answer
+/// anything); a read that raises refuses the write rather than the read, and so does a
+/// torch whose module cannot be trusted. For anything else, a walk over its class's
+/// bases.
+pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
     let py = obj.py();
     let Some(base) = tensor_base_of(obj) else {
-        return Ok(None);
+        return Ok(WriteRule::Allowed);
     };
     let Some(torch) = torch(py, &base) else {
-        return Ok(Some(TorchRefusal::StandIn));
+        return Ok(WriteRule::Refused(TorchRefusal::StandIn));
     };
-    let requires_grad = torch
-        .requires_grad
-        .bind(py)
-        .call_method1(intern!(py, "__get__"), (obj,));
-    match requires_grad.and_then(|flag| flag.is_truthy()) {
-        Ok(false) => Ok(None),
+    match requires_grad(torch, obj) {
+        Ok(false) => Ok(WriteRule::Allowed),
         Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
-            Ok(Some(TorchRefusal::RequiresGrad))
+            Ok(WriteRule::Refused(TorchRefusal::RequiresGrad))
         }
-        Ok(true) => Ok(None),
-        Err(_) => Ok(Some(TorchRefusal::Unreadable)),
+        Ok(true) => Ok(WriteRule::UnlessGradTurnsOn(torch)),
+        Err(_) => Ok(WriteRule::Refused(TorchRefusal::Unreadable)),
     }
+}
+
+/// `obj.requires_grad` as torch's own descriptor reads it, with torch functions off
+/// where a subclass or a mode would handle the read.
+fn requires_grad(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    let read = || {
+        torch
+            .requires_grad
+            .bind(py)
+            .call_method1(intern!(py, "__get__"), (obj,))?
+            .is_truthy()
+    };
+    if !torch
+        .has_torch_function
+        .bind(py)
+        .call1((obj,))?
+        .is_truthy()?
+    {
+        return read();
+    }
+    let off = torch.disable_torch_function.bind(py).call0()?;
+    off.call_method0(intern!(py, "__enter__"))?;
+    let flag = read();
+    let none = py.None();
+    off.call_method1(intern!(py, "__exit__"), (&none, &none, &none))?;
+    flag
 }
 
 /// Torch's objects, once its own module is found and agrees with `base` (the
 /// `TensorBase` a tensor derives from); `None` while it cannot be trusted.
 fn torch<'py>(py: Python<'py>, base: &Bound<'py, PyType>) -> Option<&'static Torch> {
     static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
-    TORCH
-        .get_or_try_init(py, || find(py, base).ok_or(()))
-        .ok()
-        .filter(|torch| torch.tensor_base.bind(py).is(base))
+    // (Looked for outside the lock: the look-up may run Python code, which may extract
+    // a typed argument in turn; two threads may both look, and the first one's is kept.)
+    let torch = match TORCH.get(py) {
+        Some(torch) => torch,
+        None => {
+            let found = find(py, base)?;
+            let _ = TORCH.set(py, found);
+            TORCH.get(py)?
+        }
+    };
+    torch.tensor_base.bind(py).is(base).then_some(torch)
 }
 
 /// Torch's objects in its own module, if it is torch's and agrees with `base`.
@@ -111,24 +181,52 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
         .getattr(intern!(py, "__dict__"))
         .and_then(|dict| dict.get_item(intern!(py, "requires_grad")))
         .ok()?;
-    let is_grad_enabled = c.getattr(intern!(py, "is_grad_enabled")).ok()?;
-    // SAFETY: a live object; the thread is attached; it compares one pointer.
-    let is_c_function = unsafe { ffi::PyCFunction_CheckExact(is_grad_enabled.as_ptr()) } != 0;
-    // (A C function's name is its definition's, which Python cannot change.)
-    let named = is_grad_enabled
-        .getattr(intern!(py, "__name__"))
-        .is_ok_and(|name| is_str(&name, "is_grad_enabled"));
-    let bound_to_c = is_grad_enabled
-        .getattr(intern!(py, "__self__"))
-        .is_ok_and(|owner| owner.is(&c));
-    if !(is_c_function && named && bound_to_c) {
+    let is_grad_enabled = c_function(&c, "is_grad_enabled")?;
+    let has_torch_function = c_function(&c, "_has_torch_function_unary")?;
+    let disable_torch_function = c
+        .getattr(intern!(py, "DisableTorchFunction"))
+        .ok()?
+        .cast_into::<PyType>()
+        .ok()?;
+    if !is_static_named(&disable_torch_function, "DisableTorchFunction") {
         return None;
     }
     Some(Torch {
         tensor_base: base.clone().unbind(),
         requires_grad: requires_grad.unbind(),
         is_grad_enabled: is_grad_enabled.unbind(),
+        has_torch_function: has_torch_function.unbind(),
+        disable_torch_function: disable_torch_function.unbind(),
     })
+}
+
+/// The C function `name` of torch's module `c`: a C function (exactly) of that name
+/// bound to `c`, else `None` (a function replaced on the module).
+fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny>> {
+    let py = c.py();
+    let function = c.getattr(PyString::intern(py, name)).ok()?;
+    // SAFETY: a live object; the thread is attached; it compares one pointer.
+    let is_c_function = unsafe { ffi::PyCFunction_CheckExact(function.as_ptr()) } != 0;
+    // (A C function's name is its definition's, which Python cannot change.)
+    let named = function
+        .getattr(intern!(py, "__name__"))
+        .is_ok_and(|n| is_str(&n, name));
+    let bound_to_c = function
+        .getattr(intern!(py, "__self__"))
+        .is_ok_and(|owner| owner.is(c));
+    (is_c_function && named && bound_to_c).then_some(function)
+}
+
+/// Whether `ty` is a static type of torch's module named `name` (its `__module__` and
+/// `__name__` come from its C name then).
+fn is_static_named(ty: &Bound<'_, PyType>, name: &str) -> bool {
+    // SAFETY:
+    // - `ty` is a live type object (held by the `Bound`);
+    // - the thread is attached; reading a type's flags runs no code.
+    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
+    flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
+        && ty.module().is_ok_and(|m| is_str(m.as_any(), "torch._C"))
+        && ty.name().is_ok_and(|n| is_str(n.as_any(), name))
 }
 
 /// Whether `obj` is a `str` equal to `text`.
