@@ -431,3 +431,21 @@ def test_python_code_run_while_torch_is_looked_for_cannot_hang_it():
     assert child.returncode == 0, child.stderr
     assert "outer: refused" in child.stdout, child.stdout
     assert "written" not in child.stdout, child.stdout
+
+
+def test_requires_grad_set_by_the_import_is_seen(ext):
+    # The class's own `__dlpack__` (no C exchange table: the import calls it) sets the
+    # flag after the rule was read: the rule is read again after the import.
+    class Setting(torch.Tensor):
+        __dlpack_c_exchange_api__ = None
+
+        def __dlpack__(self, *args, **kwargs):
+            capsule = torch.Tensor.__dlpack__(self, *args, **kwargs)
+            self.requires_grad_(True)
+            return capsule
+
+    w = torch.ones(3).as_subclass(Setting)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        ext.scale_in_place(2.0, w)
+    with torch._C.DisableTorchFunction():
+        assert w.requires_grad and w.tolist() == [1.0] * 3

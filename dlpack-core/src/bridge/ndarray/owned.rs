@@ -63,9 +63,9 @@ impl TorchRefusal {
                  raised): it is not written in place"
             }
             Self::StandIn => {
-                "torch could not say whether the tensor requires grad (sys.modules['torch._C'] \
-                 is not torch's own module, or its is_grad_enabled was replaced): it is not \
-                 written in place"
+                "torch could not say whether the tensor requires grad (the module torch._C is \
+                 not torch's own, or a function or class of it that the rule reads was \
+                 replaced): it is not written in place"
             }
         }
     }

@@ -486,8 +486,8 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 python_message(&err)
             ))
         })?;
-        // (Grad mode read again: the import may have run the class's `__dlpack__`.)
-        let refused_write = write_rule.after_import(obj.py())?;
+        // (Read again: the import may have run the class's own `__dlpack__`.)
+        let refused_write = write_rule.after_import(&obj)?;
         Ok(array.refusing_writes(refused_write))
     }
 }

@@ -18,14 +18,16 @@
 //!   read with torch functions off (`DisableTorchFunction`) wherever a subclass's
 //!   `__torch_function__` or a torch function mode would answer the read.
 //! - **When**: before the import, so that no Python code it may run can free or move
-//!   memory that the import describes; grad mode is read again after the import (a C
-//!   call, no Python code), since the import may run the class's own `__dlpack__`.
+//!   memory that the import describes; and for a torch tensor the write was not refused
+//!   for, again after the import (C calls only, torch functions off), since the import
+//!   may run the class's own `__dlpack__`, which can set the flag or turn grad mode on.
 //! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
 //!   table of modules (not the `sys.modules` attribute, which can be rebound): an
 //!   extension module whose C definition is named `torch._C` (a module made in Python
 //!   has no definition, another extension's has its own name), whose `TensorBase` is
 //!   the tensor's, and whose `is_grad_enabled` is a C function of that name bound to
-//!   it. Only then is it kept; anything else (a stand-in registered under torch's
+//!   it (and so are `_has_torch_function_unary` and the static `DisableTorchFunction`).
+//!   Only then is it kept; anything else (a stand-in registered under torch's
 //!   name, a function replaced on the module) refuses the write of a torch tensor
 //!   ([`TorchRefusal::StandIn`]) and is asked again on the next call.
 
@@ -56,28 +58,32 @@ pub(super) struct Torch {
 /// The rule for one typed argument, read before its import: [`WriteRule::after_import`]
 /// completes it.
 pub(super) enum WriteRule {
-    /// Not a torch tensor that requires grad: written as any import.
+    /// Not a torch tensor: written as any import.
     Allowed,
     /// Refused, for the reason given.
     Refused(TorchRefusal),
-    /// A torch tensor that requires grad, while grad mode was off: refused if the
-    /// import turned grad mode on (a `__dlpack__` of the tensor's class can).
-    UnlessGradTurnsOn(&'static Torch),
+    /// A torch tensor that did not require grad, or did while grad mode was off: read
+    /// again after the import, which may have run the class's own `__dlpack__` (it can
+    /// set the flag or turn grad mode on).
+    ReadAgain(&'static Torch),
 }
 
 impl WriteRule {
-    /// The refusal, grad mode read again after the import (a C call that runs no
-    /// Python code and allocates nothing).
-    pub(super) fn after_import(self, py: Python<'_>) -> PyResult<Option<TorchRefusal>> {
-        match self {
-            Self::Allowed => Ok(None),
-            Self::Refused(reason) => Ok(Some(reason)),
-            Self::UnlessGradTurnsOn(torch) => Ok(torch
-                .is_grad_enabled
-                .bind(py)
-                .call0()?
-                .is_truthy()?
-                .then_some(TorchRefusal::RequiresGrad)),
+    /// The refusal, the rule of a torch tensor read again after the import, with torch
+    /// functions off and no Python code of the tensor's class run.
+    pub(super) fn after_import(self, obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
+        let torch = match self {
+            Self::Allowed => return Ok(None),
+            Self::Refused(reason) => return Ok(Some(reason)),
+            Self::ReadAgain(torch) => torch,
+        };
+        match without_torch_functions(torch, obj) {
+            Ok(false) => Ok(None),
+            Ok(true) if torch.is_grad_enabled.bind(obj.py()).call0()?.is_truthy()? => {
+                Ok(Some(TorchRefusal::RequiresGrad))
+            }
+            Ok(true) => Ok(None),
+            Err(_) => Ok(Some(TorchRefusal::Unreadable)),
         }
     }
 }
@@ -101,11 +107,10 @@ pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
         return Ok(WriteRule::Refused(TorchRefusal::StandIn));
     };
     match requires_grad(torch, obj) {
-        Ok(false) => Ok(WriteRule::Allowed),
         Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
             Ok(WriteRule::Refused(TorchRefusal::RequiresGrad))
         }
-        Ok(true) => Ok(WriteRule::UnlessGradTurnsOn(torch)),
+        Ok(_) => Ok(WriteRule::ReadAgain(torch)),
         Err(_) => Ok(WriteRule::Refused(TorchRefusal::Unreadable)),
     }
 }
@@ -114,24 +119,34 @@ pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
 /// where a subclass or a mode would handle the read.
 fn requires_grad(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = obj.py();
-    let read = || {
-        torch
-            .requires_grad
-            .bind(py)
-            .call_method1(intern!(py, "__get__"), (obj,))?
-            .is_truthy()
-    };
     if !torch
         .has_torch_function
         .bind(py)
         .call1((obj,))?
         .is_truthy()?
     {
-        return read();
+        return read_flag(torch, obj);
     }
+    without_torch_functions(torch, obj)
+}
+
+/// `obj.requires_grad` through torch's descriptor (its C getter).
+fn read_flag(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    torch
+        .requires_grad
+        .bind(py)
+        .call_method1(intern!(py, "__get__"), (obj,))?
+        .is_truthy()
+}
+
+/// [`read_flag`] under `DisableTorchFunction` (C calls only: no subclass's or mode's
+/// Python code runs); its `__exit__` runs whatever the read gave.
+fn without_torch_functions(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
     let off = torch.disable_torch_function.bind(py).call0()?;
     off.call_method0(intern!(py, "__enter__"))?;
-    let flag = read();
+    let flag = read_flag(torch, obj);
     let none = py.None();
     off.call_method1(intern!(py, "__exit__"), (&none, &none, &none))?;
     flag
