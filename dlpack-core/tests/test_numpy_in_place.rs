@@ -173,7 +173,7 @@ fn eight_threads_import_one_array() {
 /// array is no torch tensor (its class does not derive from torch's static
 /// `TensorBase`), and is written in place as ever: the stand-in is never asked.
 #[test]
-fn a_stand_in_for_torch_is_asked_safely_and_never_kept() {
+fn a_stand_in_for_torch_leaves_numpy_arrays_alone() {
     use dlpack_core::DLPackArray;
     let stand_ins: [&CStr; 6] = [
         // A module made in Python, with a class that claims torch's module.

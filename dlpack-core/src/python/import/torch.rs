@@ -235,11 +235,7 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
 /// Whether `ty` is a static type of torch's module named `name` (its `__module__` and
 /// `__name__` come from its C name then).
 fn is_static_named(ty: &Bound<'_, PyType>, name: &str) -> bool {
-    // SAFETY:
-    // - `ty` is a live type object (held by the `Bound`);
-    // - the thread is attached; reading a type's flags runs no code.
-    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
-    flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
+    is_static(ty)
         && ty.module().is_ok_and(|m| is_str(m.as_any(), "torch._C"))
         && ty.name().is_ok_and(|n| is_str(n.as_any(), name))
 }
@@ -275,7 +271,6 @@ fn is_extension_named(obj: &Bound<'_, PyAny>, name: &CStr) -> bool {
 }
 
 /// Whether `ty` is a static type (made in C: its name and dictionary are fixed).
-#[cfg(any(Py_LIMITED_API, Py_GIL_DISABLED))]
 fn is_static(ty: &Bound<'_, PyType>) -> bool {
     // SAFETY:
     // - `ty` is a live type object (held by the `Bound`);
