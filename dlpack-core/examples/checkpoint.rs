@@ -10,7 +10,7 @@
 //! ```
 
 use dlpack_core::ndarray::{Array1, Array2};
-use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::safetensors::{Checkpoint, ReadOptions};
 use dlpack_core::{DataType, FromDLPack, ToDLPack};
 
 #[derive(ToDLPack, FromDLPack, Clone, PartialEq, Debug)]
@@ -74,11 +74,11 @@ fn main() -> dlpack_core::Result<()> {
     );
 
     // The whole model, strictly: every tensor, none missing, none left over.
-    let loaded: Model = checkpoint.load()?;
+    let loaded: Model = checkpoint.read()?;
     assert_eq!(loaded, model);
 
     // One layer alone: only its two tensors are read; the others are reported.
-    let (third, report) = checkpoint.load_lenient::<ThirdLayer>()?;
+    let (third, report) = checkpoint.read_lenient::<ThirdLayer>()?;
     assert_eq!(third.layers.layer, model.layers[2]);
     println!(
         "loaded layer 2 alone ({} bytes read); not read: {}",
@@ -93,7 +93,7 @@ fn main() -> dlpack_core::Result<()> {
     // The same weights stored in bfloat16, as most published checkpoints are: written
     // here by converting while reading, then loaded into the float32 model.
     let bf16_dir = folder.join("model-bf16");
-    let narrow = LoadOptions::new().convert_floats(DataType::BF16);
+    let narrow = ReadOptions::new().convert_floats(DataType::BF16);
     let stored = checkpoint.read_where_with(|_| true, &narrow)?;
     stored.write_checkpoint(&bf16_dir, 300_000)?;
     let bf16_checkpoint = Checkpoint::open(&bf16_dir)?;
@@ -103,14 +103,14 @@ fn main() -> dlpack_core::Result<()> {
         bf16_checkpoint.shards().len()
     );
     // Without conversion, a bfloat16 tensor for a float32 field is an error naming it.
-    let err = bf16_checkpoint.load::<Model>().unwrap_err();
+    let err = bf16_checkpoint.read::<Model>().unwrap_err();
     let text = err.to_string();
     println!(
         "without conversion: {} ...",
         text.split("; ").next().unwrap_or("")
     );
-    let wide = LoadOptions::new().convert_floats(DataType::F32);
-    let converted: Model = bf16_checkpoint.load_with(&wide)?;
+    let wide = ReadOptions::new().convert_floats(DataType::F32);
+    let converted: Model = bf16_checkpoint.read_with(&wide)?;
     let largest = converted.layers[1]
         .weight
         .iter()

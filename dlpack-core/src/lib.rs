@@ -139,6 +139,9 @@ mod layout;
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod python;
+#[cfg(feature = "safetensors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
+pub mod safetensors;
 mod tensor;
 mod traits;
 
@@ -163,10 +166,6 @@ pub use bridge::ndarray::{
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
-
-#[cfg(feature = "safetensors")]
-#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
-pub use bridge::safetensors;
 
 /// Derives [`ToDLPack`] for a struct of arrays: it exports as a [`TensorBatch`] with one
 /// tensor per array, named after the fields as a PyTorch `state_dict` would name them.
@@ -251,7 +250,7 @@ pub use dlpack_derive::FromDLPack;
 ///     /// `Mlp.load(path)`: a checkpoint, with only the tensors `Mlp` takes read.
 ///     #[staticmethod]
 ///     fn load(path: std::path::PathBuf) -> PyResult<Self> {
-///         Ok(dlpack_core::safetensors::Checkpoint::open(path)?.load::<Self>()?)
+///         Ok(dlpack_core::safetensors::Checkpoint::open(path)?.read::<Self>()?)
 ///     }
 ///
 ///     /// A Rust method on the same memory: reads the fields as they are now.

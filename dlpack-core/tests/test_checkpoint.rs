@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::safetensors::{Checkpoint, ReadOptions};
 use dlpack_core::{
     DataType, Error, Expected, FromDLPack, ManagedTensor, Selection, TensorBatch, ToDLPack,
 };
@@ -142,7 +142,7 @@ fn a_derived_model_round_trips_through_shards() {
         assert_eq!(checkpoint.shards().len(), n);
         assert_eq!(checkpoint.metadata()["format"], "pt");
         assert_eq!(checkpoint.index_metadata()["total_size"], total.to_string());
-        let loaded: Model<f32> = checkpoint.load().unwrap();
+        let loaded: Model<f32> = checkpoint.read().unwrap();
         assert_eq!(loaded, original);
         let weight = checkpoint.tensor("layers.1.weight").unwrap();
         assert_eq!(weight.dtype(), DataType::F32);
@@ -199,7 +199,7 @@ fn a_checkpoint_that_fits_is_one_file_and_saves_leave_nothing_stale() {
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     assert_eq!(checkpoint.shards().len(), 1);
     assert!(checkpoint.index_metadata().is_empty());
-    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(1, 8));
+    assert_eq!(checkpoint.read::<Model<f32>>().unwrap(), model(1, 8));
     // And sharded again, into fewer shards than an earlier save: none of those left.
     save(model(6, 8), dir.path(), 300);
     let many = files(dir.path()).len();
@@ -209,7 +209,7 @@ fn a_checkpoint_that_fits_is_one_file_and_saves_leave_nothing_stale() {
     assert!(!fewer.contains("model.safetensors"));
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     assert_eq!(checkpoint.shards().len() + 2, fewer.len());
-    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(6, 8));
+    assert_eq!(checkpoint.read::<Model<f32>>().unwrap(), model(6, 8));
 }
 
 #[test]
@@ -222,7 +222,7 @@ fn a_single_file_is_a_checkpoint_too() {
     let checkpoint = Checkpoint::open(&path).unwrap();
     assert_eq!(checkpoint.path(), path);
     assert_eq!(checkpoint.metadata()["format"], "pt");
-    assert_eq!(checkpoint.load::<Model<f32>>().unwrap(), model(2, 4));
+    assert_eq!(checkpoint.read::<Model<f32>>().unwrap(), model(2, 4));
     // A folder with neither file.
     let err = Checkpoint::open(dir.path()).unwrap_err();
     let Error::Io { path, kind, .. } = &err else {
@@ -392,11 +392,85 @@ struct LayerTwo {
 }
 
 #[test]
+fn load_into_fills_a_value_in_place_keeping_its_buffers() {
+    let dir = folder();
+    save(model(3, 8), dir.path(), 400);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let mut value = model(3, 8);
+    value.embed.fill(0.0);
+    value.layers[1].weight.fill(-1.0);
+    let pointers = (value.embed.as_ptr(), value.layers[1].weight.as_ptr());
+    checkpoint.load_into(&mut value).unwrap();
+    assert_eq!(value, model(3, 8));
+    // Copied into the fields' own buffers: the value keeps its allocations.
+    assert_eq!(
+        (value.embed.as_ptr(), value.layers[1].weight.as_ptr()),
+        pointers
+    );
+    // With conversion: a bfloat16 value filled from float32 tensors.
+    let mut narrow = to_bf16(&model(3, 8));
+    narrow.embed.fill(bf16::ZERO);
+    let options = ReadOptions::new().convert_floats(DataType::BF16);
+    checkpoint.load_into_with(&mut narrow, &options).unwrap();
+    assert_eq!(narrow, to_bf16(&model(3, 8)));
+}
+
+#[test]
+fn load_into_is_strict_and_load_into_lenient_reports() {
+    let dir = folder();
+    save(model(4, 8), dir.path(), 400);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let others: Vec<String> = checkpoint
+        .names()
+        .filter(|n| !n.starts_with("layers.2."))
+        .map(str::to_owned)
+        .collect();
+    // A part of the checkpoint: leniently, the rest is the report's `unexpected`.
+    let mut part = OneLayer {
+        layers: LayerTwo {
+            layer: linear(8, 50.0),
+        },
+    };
+    let report = checkpoint.load_into_lenient(&mut part).unwrap();
+    assert_eq!(part.layers.layer, model(4, 8).layers[2]);
+    assert!(report.missing.is_empty());
+    assert_eq!(report.unexpected, others);
+    // Strictly, the same tensors are an error, and what fits is loaded all the same,
+    // as `load_dlpack` (and PyTorch's `load_state_dict`) does.
+    let mut part = OneLayer {
+        layers: LayerTwo {
+            layer: linear(8, 50.0),
+        },
+    };
+    let err = checkpoint.load_into(&mut part).unwrap_err();
+    let (missing, unexpected, failed) = state_dict(&err);
+    assert!(missing.is_empty() && failed.is_empty());
+    assert_eq!(unexpected, &others);
+    assert_eq!(part.layers.layer, model(4, 8).layers[2]);
+    // A value with more than the checkpoint: its tensors the checkpoint lacks are
+    // missing, strictly an error, leniently the report's; a shape that does not fit
+    // is an error either way, naming the tensor.
+    let mut bigger = model(5, 8);
+    let report = checkpoint.load_into_lenient(&mut bigger).unwrap();
+    assert_eq!(report.missing, ["layers.4.weight", "layers.4.bias"]);
+    assert!(report.unexpected.is_empty());
+    assert_eq!(bigger.layers[..4], model(4, 8).layers[..]);
+    let err = checkpoint.load_into(&mut model(5, 8)).unwrap_err();
+    assert_eq!(state_dict(&err).0, ["layers.4.weight", "layers.4.bias"]);
+    let err = checkpoint.load_into_lenient(&mut model(4, 6)).unwrap_err();
+    let (_, _, failed) = state_dict(&err);
+    assert!(
+        failed.iter().any(|e| e.to_string().contains("embed")),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_part_loads_leniently_and_the_rest_is_reported_not_read() {
     let dir = folder();
     save(model(4, 8), dir.path(), 400);
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
-    let (part, report) = checkpoint.load_lenient::<OneLayer>().unwrap();
+    let (part, report) = checkpoint.read_lenient::<OneLayer>().unwrap();
     assert_eq!(part.layers.layer, model(4, 8).layers[2]);
     assert!(report.missing.is_empty());
     let expected: Vec<String> = checkpoint
@@ -406,7 +480,7 @@ fn a_part_loads_leniently_and_the_rest_is_reported_not_read() {
         .collect();
     assert_eq!(report.unexpected, expected);
     // Strictly, the rest is unexpected: every name, and nothing read.
-    let err = checkpoint.load::<OneLayer>().unwrap_err();
+    let err = checkpoint.read::<OneLayer>().unwrap_err();
     let (missing, unexpected, failed) = state_dict(&err);
     assert!(missing.is_empty() && failed.is_empty());
     assert_eq!(unexpected, &expected);
@@ -418,7 +492,7 @@ fn every_problem_known_from_the_headers_is_reported_before_reading() {
     save(to_bf16(&model(2, 4)), dir.path(), 300);
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     // bfloat16 tensors for float32 fields: errors naming each tensor, as today.
-    let err = checkpoint.load::<Model<f32>>().unwrap_err();
+    let err = checkpoint.read::<Model<f32>>().unwrap_err();
     let (_, _, failed) = state_dict(&err);
     assert_eq!(failed.len(), 2 + 2 * 2 + 1, "{err}");
     assert!(failed.iter().all(|e| matches!(
@@ -433,7 +507,7 @@ fn every_problem_known_from_the_headers_is_reported_before_reading() {
         embed: Array1<bf16>,
         extra: Array1<bf16>,
     }
-    let err = checkpoint.load::<Wrong>().unwrap_err();
+    let err = checkpoint.read::<Wrong>().unwrap_err();
     let (missing, unexpected, failed) = state_dict(&err);
     assert_eq!(missing, &["extra"]);
     assert_eq!(unexpected.len(), checkpoint.len() - 1);
@@ -455,23 +529,23 @@ fn floats_convert_on_load_only_when_asked() {
     save(stored.clone(), dir.path(), 300);
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     // As stored.
-    assert_eq!(checkpoint.load::<Model<bf16>>().unwrap(), stored);
+    assert_eq!(checkpoint.read::<Model<bf16>>().unwrap(), stored);
     // bfloat16 to float32: exact, bit for bit.
-    let options = LoadOptions::new().convert_floats(DataType::F32);
-    let wide: Model<f32> = checkpoint.load_with(&options).unwrap();
+    let options = ReadOptions::new().convert_floats(DataType::F32);
+    let wide: Model<f32> = checkpoint.read_with(&options).unwrap();
     assert_eq!(wide.embed, stored.embed.mapv(bf16::to_f32));
     assert_eq!(
         wide.layers[1].weight,
         stored.layers[1].weight.mapv(bf16::to_f32)
     );
     // To float64 and float16 too, and back from float32 to bfloat16.
-    let to = |dtype| LoadOptions::new().convert_floats(dtype);
-    let f64s: Model<f64> = checkpoint.load_with(&to(DataType::F64)).unwrap();
+    let to = |dtype| ReadOptions::new().convert_floats(dtype);
+    let f64s: Model<f64> = checkpoint.read_with(&to(DataType::F64)).unwrap();
     assert_eq!(
         f64s.layers[0].bias,
         stored.layers[0].bias.mapv(bf16::to_f64)
     );
-    let halves: Model<f16> = checkpoint.load_with(&to(DataType::F16)).unwrap();
+    let halves: Model<f16> = checkpoint.read_with(&to(DataType::F16)).unwrap();
     assert_eq!(
         halves.head.as_ref().unwrap().weight,
         stored
@@ -485,12 +559,12 @@ fn floats_convert_on_load_only_when_asked() {
     save(original.clone(), dir32.path(), 300);
     let narrow: Model<bf16> = Checkpoint::open(dir32.path())
         .unwrap()
-        .load_with(&LoadOptions::new().convert_floats(DataType::BF16))
+        .read_with(&ReadOptions::new().convert_floats(DataType::BF16))
         .unwrap();
     assert_eq!(narrow, stored);
     // Integers are read as they are; a conversion to a non-float is an error.
     let err = checkpoint
-        .load_with::<Model<f32>>(&LoadOptions::new().convert_floats(DataType::I32))
+        .read_with::<Model<f32>>(&ReadOptions::new().convert_floats(DataType::I32))
         .unwrap_err();
     assert_eq!(
         err,
@@ -520,7 +594,7 @@ fn integers_and_bools_are_not_converted() {
     .unwrap();
     batch.write_checkpoint(dir.path(), 16).unwrap();
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
-    let options = LoadOptions::new().convert_floats(DataType::F32);
+    let options = ReadOptions::new().convert_floats(DataType::F32);
     let read = checkpoint.read_where_with(|_| true, &options).unwrap();
     assert_eq!(read.get("ids").unwrap().dtype(), DataType::I64);
     assert_eq!(
@@ -554,7 +628,7 @@ fn large_tensors_are_read_by_several_threads_alike() {
     batch.write_checkpoint(dir.path(), 1 << 20).unwrap();
     let checkpoint = Checkpoint::open(dir.path()).unwrap();
     for threads in [1, 2, 3, 8] {
-        let options = LoadOptions::new().threads(threads);
+        let options = ReadOptions::new().threads(threads);
         let read = checkpoint.read_where_with(|_| true, &options).unwrap();
         assert_eq!(
             read.get("big").unwrap().as_array::<f32, Ix1>().unwrap(),
@@ -596,7 +670,7 @@ fn a_mapped_checkpoint_takes_each_tensor_from_its_shard() {
     assert_eq!(loaded, model(3, 8));
     // Writable, private: the files keep their values.
     loaded.layers[0].weight[[0, 0]] = 1e9;
-    let again: Model<f32> = Checkpoint::open(dir.path()).unwrap().load().unwrap();
+    let again: Model<f32> = Checkpoint::open(dir.path()).unwrap().read().unwrap();
     assert_eq!(again, model(3, 8));
 }
 
@@ -841,7 +915,7 @@ fn a_model_of_arrays_of_any_rank_loads_with_dynamic_dimensions() {
     save(model(2, 3), dir.path(), 100);
     let (value, report) = Checkpoint::open(dir.path())
         .unwrap()
-        .load_lenient::<Dynamic>()
+        .read_lenient::<Dynamic>()
         .unwrap();
     assert_eq!(value.embed.shape(), &[5, 3]);
     assert_eq!(value.layers.len(), 2);
@@ -895,7 +969,7 @@ fn a_part_loads_as_the_whole_batch_would_give_it() {
     let dir = folder();
     let checkpoint = checkpoint_of(dir.path(), &["layers.0.w", "layers.1.other", "layers.2.w"]);
     let reference: OptLayers = checkpoint.read_where(|_| true).unwrap().extract().unwrap();
-    let (loaded, report) = checkpoint.load_lenient::<OptLayers>().unwrap();
+    let (loaded, report) = checkpoint.read_lenient::<OptLayers>().unwrap();
     assert_eq!(loaded.layers.len(), 3);
     assert_eq!(loaded.layers.len(), reference.layers.len());
     assert!(loaded.layers[1].w.is_none() && loaded.layers[2].w.is_some());
@@ -904,14 +978,14 @@ fn a_part_loads_as_the_whole_batch_would_give_it() {
     let dir = folder();
     let checkpoint = checkpoint_of(dir.path(), &["blocks.a.w", "blocks.b.other", "blocks.c.w"]);
     let reference: OptBlocks = checkpoint.read_where(|_| true).unwrap().extract().unwrap();
-    let (loaded, _) = checkpoint.load_lenient::<OptBlocks>().unwrap();
+    let (loaded, _) = checkpoint.read_lenient::<OptBlocks>().unwrap();
     let keys = |b: &OptBlocks| b.blocks.keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&loaded), ["a", "b", "c"]);
     assert_eq!(keys(&loaded), keys(&reference));
 
     let dir = folder();
     let checkpoint = checkpoint_of(dir.path(), &["extra.other"]);
-    let (loaded, report) = checkpoint.load_lenient::<OptExtra>().unwrap();
+    let (loaded, report) = checkpoint.read_lenient::<OptExtra>().unwrap();
     assert!(loaded.extra.is_some_and(|e| e.w.is_none()));
     assert_eq!(report.unexpected, ["extra.other"]);
 }
@@ -940,7 +1014,7 @@ fn a_tensor_taken_by_an_earlier_field_is_gone_for_the_later_ones() {
     let dir = folder();
     let checkpoint = checkpoint_of(dir.path(), &["head.w"]);
     let reference = HeadW::from_dlpack(checkpoint.read_where(|_| true).unwrap()).unwrap();
-    let loaded: HeadW = checkpoint.load().unwrap();
+    let loaded: HeadW = checkpoint.read().unwrap();
     assert!(reference.head.is_none() && loaded.head.is_none());
     assert_eq!(loaded.inner.head.w, ndarray::arr1(&[1.0f32, 1.0]));
 }
@@ -958,7 +1032,7 @@ fn a_batch_field_selects_what_it_takes() {
     let mut selection = Selection::new(&names);
     WithBatch::select_in("", &mut selection);
     assert_eq!(selection.taken(), [("extra.a".to_owned(), Expected::ANY)]);
-    let (value, report) = checkpoint.load_lenient::<WithBatch>().unwrap();
+    let (value, report) = checkpoint.read_lenient::<WithBatch>().unwrap();
     assert_eq!(value.extra.names().collect::<Vec<_>>(), ["a"]);
     assert_eq!(report.unexpected, ["extra"]);
 }
@@ -987,7 +1061,7 @@ impl FromDLPack for Sneaky {
 fn a_type_that_takes_what_it_did_not_select_is_an_error() {
     let dir = folder();
     let checkpoint = checkpoint_of(dir.path(), &["a"]);
-    let err = checkpoint.load_lenient::<Sneaky>().unwrap_err();
+    let err = checkpoint.read_lenient::<Sneaky>().unwrap_err();
     assert_eq!(err, Error::NotSelected { name: "a".into() });
 }
 
@@ -1011,7 +1085,7 @@ fn an_empty_tensor_of_huge_extents_is_an_error_not_a_panic() {
     struct T {
         t: ndarray::Array3<f32>,
     }
-    let err = Checkpoint::open(&path).unwrap().load::<T>().unwrap_err();
+    let err = Checkpoint::open(&path).unwrap().read::<T>().unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
 
     // Read or mapped, of a type Rust has an element for or not, such a tensor has the
@@ -1089,9 +1163,9 @@ fn a_checkpoint_open_during_a_save_keeps_reading_what_it_opened() {
     save_abc(&dir, 1.0).unwrap();
     let checkpoint = Checkpoint::open(&dir).unwrap();
     save_abc(&dir, 2.0).unwrap();
-    let old: Abc = checkpoint.load().unwrap();
+    let old: Abc = checkpoint.read().unwrap();
     assert_eq!((old.a[0], old.b[0], old.c[0]), (1.0, 1.0, 1.0));
-    let new: Abc = Checkpoint::open(&dir).unwrap().load().unwrap();
+    let new: Abc = Checkpoint::open(&dir).unwrap().read().unwrap();
     assert_eq!((new.a[0], new.b[0], new.c[0]), (2.0, 2.0, 2.0));
 }
 
@@ -1194,7 +1268,7 @@ fn a_save_into_a_cache_snapshot_replaces_its_links_and_writes_no_blob() {
     assert!(std::fs::symlink_metadata(snapshot.join("model.safetensors")).is_err());
     let config = std::fs::symlink_metadata(snapshot.join("config.json")).unwrap();
     assert!(config.file_type().is_symlink());
-    let abc: Abc = Checkpoint::open(&snapshot).unwrap().load().unwrap();
+    let abc: Abc = Checkpoint::open(&snapshot).unwrap().read().unwrap();
     assert_eq!((abc.a[0], abc.b[0], abc.c[0]), (2.0, 2.0, 2.0));
     // Nothing was written outside the snapshot folder: the cache holds the blobs and
     // the snapshot's files, no temporary file anywhere.
@@ -1372,7 +1446,7 @@ fn a_checkpoint_of_more_shards_than_the_limit_of_open_files_opens_reads_and_maps
         assert_eq!(tensor.as_array::<f32, Ix1>().unwrap()[0], i as f32);
     }
     // A derived type's load goes the same way.
-    let loaded: HashMap<String, Array1<f32>> = checkpoint.load().unwrap();
+    let loaded: HashMap<String, Array1<f32>> = checkpoint.read().unwrap();
     assert_eq!(loaded["t1099"][0], 1099.0);
     // SAFETY: the test's own files, which nothing modifies while mapped.
     let mapped = unsafe { checkpoint.map() }.unwrap();

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["layout"],
     &["tensor"],
     &["batch", "traits"],
-    &["bridge"],
+    &["bridge", "safetensors"],
     &["python"],
     &["guide", "__private"],
 ];
@@ -40,7 +40,6 @@ const REEXPORTS: &[(&str, &str)] = &[
     ("Selection", "traits"),
     ("Expected", "traits"),
     ("DLPackArray", "bridge"),
-    ("safetensors", "bridge"),
     ("ndarray", "bridge"),
 ];
 

@@ -18,7 +18,7 @@
 //!
 //! Then checkpoints as published: the same weights written as 4 shards and an index
 //! (`write_checkpoint`, beside `write_safetensors` of the one file), loaded into the
-//! derived model (`Checkpoint::open` + `load`, beside `std::fs::read` of every shard one
+//! derived model (`Checkpoint::open` + `read`, beside `std::fs::read` of every shard one
 //! after another), stored in bfloat16 and loaded converting to float32 (beside the
 //! float32 load, and beside candle's mapped loader converting and fetching every
 //! tensor, which is what `VarBuilder::from_mmaped_safetensors(&shards, DType::F32,
@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion};
-use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::safetensors::{Checkpoint, ReadOptions};
 use dlpack_core::{DataType, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
 use ndarray::{Array1, Array2};
 
@@ -207,13 +207,13 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
         }
         "load" | "load-bf16" => {
             let (dir, options) = if op == "load" {
-                (out.with_file_name("gpt2-4"), LoadOptions::new())
+                (out.with_file_name("gpt2-4"), ReadOptions::new())
             } else {
-                let options = LoadOptions::new().convert_floats(DataType::F32);
+                let options = ReadOptions::new().convert_floats(DataType::F32);
                 (out.with_file_name("gpt2-4-bf16"), options)
             };
             let checkpoint = Checkpoint::open(&dir).unwrap();
-            let (added, model) = peak_of(|| checkpoint.load_with::<Gpt2>(&options).unwrap());
+            let (added, model) = peak_of(|| checkpoint.read_with::<Gpt2>(&options).unwrap());
             drop(model);
             let output = 4 * checkpoint
                 .names()
@@ -221,7 +221,7 @@ fn memory_of(op: &str, path: &Path, out: &Path) -> String {
                 .map(|t| t.shape().iter().product::<usize>())
                 .sum::<usize>() as u64;
             format!(
-                "{op} (Checkpoint::load_with, 4 shards) into owned fields, peak: +{:.1} MiB \
+                "{op} (Checkpoint::read_with, 4 shards) into owned fields, peak: +{:.1} MiB \
                  ({:.4} x the output, {:.1} MiB)",
                 mib(added),
                 added as f64 / output as f64,
@@ -453,7 +453,7 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
     batch.write_checkpoint(&dir, max).unwrap();
     let shards = shards_of(&dir);
     let bf16_dir = folder.join("gpt2-4-bf16");
-    let narrow = LoadOptions::new().convert_floats(DataType::BF16);
+    let narrow = ReadOptions::new().convert_floats(DataType::BF16);
     let stored = Checkpoint::open(&dir)
         .unwrap()
         .read_where_with(|_| true, &narrow)
@@ -472,7 +472,7 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
     }
     let out = folder.join("out-checkpoint");
     let one = folder.join("out.safetensors");
-    let wide = LoadOptions::new().convert_floats(DataType::F32);
+    let wide = ReadOptions::new().convert_floats(DataType::F32);
     let cpu = candle_core::Device::Cpu;
     let candle = |paths: &[PathBuf]| {
         // SAFETY: the benchmark's own files, which nothing modifies while mapped.
@@ -488,8 +488,8 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
     };
 
     let mut group = c.benchmark_group("checkpoint");
-    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + load", |b| {
-        b.iter(|| Checkpoint::open(&dir).unwrap().load::<Gpt2>().unwrap())
+    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + read", |b| {
+        b.iter(|| Checkpoint::open(&dir).unwrap().read::<Gpt2>().unwrap())
     });
     group.bench_function("gpt2 4 shards/std::fs::read every shard, all kept", |b| {
         b.iter(|| {
@@ -504,7 +504,7 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
         |b| {
             b.iter(|| {
                 let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
-                checkpoint.load_with::<Gpt2>(&wide).unwrap()
+                checkpoint.read_with::<Gpt2>(&wide).unwrap()
             })
         },
     );
@@ -549,8 +549,8 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
         "checkpoint load, gpt2 in 4 shards",
         9,
         &mut [
-            ("Checkpoint::open + load::<Gpt2> (float32)", &mut || {
-                black_box(Checkpoint::open(&dir).unwrap().load::<Gpt2>().unwrap());
+            ("Checkpoint::open + read::<Gpt2> (float32)", &mut || {
+                black_box(Checkpoint::open(&dir).unwrap().read::<Gpt2>().unwrap());
             }),
             (
                 "std::fs::read of every shard, one after another, all kept",
@@ -563,10 +563,10 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
                 },
             ),
             (
-                "bfloat16 shards: load_with::<Gpt2>(convert to float32)",
+                "bfloat16 shards: read_with::<Gpt2>(convert to float32)",
                 &mut || {
                     let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
-                    black_box(checkpoint.load_with::<Gpt2>(&wide).unwrap());
+                    black_box(checkpoint.read_with::<Gpt2>(&wide).unwrap());
                 },
             ),
             (

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+use dlpack_core::safetensors::{Checkpoint, ReadOptions};
 use dlpack_core::{DataType, FromDLPack, TensorBatch, ToDLPack};
 use ndarray::{Array1, Array2, Axis, s};
 use pyo3::exceptions::PyValueError;
@@ -14,8 +14,8 @@ use pyo3::prelude::*;
 
 /// The options of a load: `convert` names a float type (`"float32"`, ...), `threads`
 /// caps the threads.
-fn options(convert: Option<&str>, threads: Option<usize>) -> PyResult<LoadOptions> {
-    let mut options = LoadOptions::new();
+fn options(convert: Option<&str>, threads: Option<usize>) -> PyResult<ReadOptions> {
+    let mut options = ReadOptions::new();
     if let Some(name) = convert {
         let dtype = [DataType::BF16, DataType::F16, DataType::F32, DataType::F64]
             .into_iter()
@@ -211,7 +211,7 @@ fn gpt2_logits(
     heads: usize,
     convert: Option<&str>,
 ) -> PyResult<dlpack_core::ManagedTensor> {
-    let model: Gpt2 = Checkpoint::open(path)?.load_with(&options(convert, None)?)?;
+    let model: Gpt2 = Checkpoint::open(path)?.read_with(&options(convert, None)?)?;
     let vocabulary = model.transformer.wte.weight.nrows();
     if let Some(&id) = ids.iter().find(|&&id| id >= vocabulary) {
         return Err(PyValueError::new_err(format!(
@@ -243,7 +243,7 @@ struct Fifth {
 #[pyfunction]
 fn gpt2_fifth_layer(path: PathBuf) -> PyResult<(dlpack_core::ManagedTensor, Vec<String>, usize)> {
     let checkpoint = Checkpoint::open(path)?;
-    let (layer, report) = checkpoint.load_lenient::<FifthLayer>()?;
+    let (layer, report) = checkpoint.read_lenient::<FifthLayer>()?;
     let bytes = checkpoint
         .names()
         .filter(|name| name.starts_with("transformer.h.5."))
@@ -303,8 +303,8 @@ struct GatedMlp {
 /// PyTorch's `.float()`.
 #[pyfunction]
 fn llama_as_f32(path: PathBuf) -> PyResult<TensorBatch> {
-    let options = LoadOptions::new().convert_floats(DataType::F32);
-    let model: Llama = Checkpoint::open(path)?.load_with(&options)?;
+    let options = ReadOptions::new().convert_floats(DataType::F32);
+    let model: Llama = Checkpoint::open(path)?.read_with(&options)?;
     Ok(model.to_dlpack()?)
 }
 

@@ -78,7 +78,7 @@ impl Mlp {
     /// `Mlp.load(path)`: a checkpoint (file, index or folder), only the tensors it takes.
     #[staticmethod]
     fn load(path: std::path::PathBuf) -> PyResult<Self> {
-        Ok(dlpack_core::safetensors::Checkpoint::open(path)?.load::<Self>()?)
+        Ok(dlpack_core::safetensors::Checkpoint::open(path)?.read::<Self>()?)
     }
 
     /// `relu(fc1(x))` through `fc2`, read from the fields as they are now.

@@ -39,7 +39,7 @@ fn load_safetensors(path: PathBuf) -> PyResult<(TensorBatch, BTreeMap<String, St
 /// map, sound only because its one caller, the test suite, keeps the contract below. An
 /// extension that maps files its users name cannot promise that (a file truncated
 /// under the mapping kills the process): it reads them (`TensorBatch::read_safetensors`,
-/// `Checkpoint::load`), as the example extension does.
+/// `Checkpoint::read`), as the example extension does.
 #[pyfunction]
 fn map_safetensors(path: PathBuf) -> PyResult<(TensorBatch, BTreeMap<String, String>)> {
     // SAFETY: the tests map files that they made in folders of their own and never

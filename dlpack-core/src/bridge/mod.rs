@@ -1,4 +1,6 @@
-//! Bridges to other crates' arrays and tensors.
+//! Bridges to other crates' arrays and tensors: ndarray's arrays, dlpark's tensors
+//! (candle, image, cudarc through it), burn's flex tensors. (File formats are not
+//! bridges: safetensors is `crate::safetensors`.)
 
 #[cfg(feature = "burn")]
 pub(crate) mod burn;
@@ -6,5 +8,3 @@ pub(crate) mod burn;
 pub(crate) mod dlpark;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
-#[cfg(feature = "safetensors")]
-pub mod safetensors;

@@ -116,33 +116,44 @@ pub(crate) fn strict_from<T: FromDLPack>(mut batch: TensorBatch) -> Result<T> {
 
 /// Loads a whole batch into `value`: what it found missing and unexpected, and the
 /// error of the tensors that did not fit, if any.
-fn load<T: FromDLPack>(value: &mut T, mut batch: TensorBatch) -> (LoadReport, Option<Error>) {
+pub(crate) fn load_in<T: FromDLPack>(
+    value: &mut T,
+    mut batch: TensorBatch,
+) -> (LoadReport, Option<Error>) {
     let mut report = LoadReport::default();
     let result = value.load_dlpack_in("", &mut batch, &mut report);
     report.unexpected = leftovers(&batch);
     (report, result.err())
 }
 
+/// The outcome of [`load_in`]: strictly, every missing or unexpected tensor is an
+/// error too, beside those that did not fit (PyTorch's `strict=True`); leniently, they
+/// are the report.
+pub(crate) fn finish(report: LoadReport, err: Option<Error>, lenient: bool) -> Result<LoadReport> {
+    match err {
+        None if lenient || report.is_empty() => Ok(report),
+        Some(err) if lenient => Err(merge(vec![err], Vec::new())),
+        err => {
+            let mut errors: Vec<Error> = err.into_iter().collect();
+            errors.extend(
+                report
+                    .missing
+                    .into_iter()
+                    .map(|name| Error::MissingTensor { name }),
+            );
+            Err(merge(errors, report.unexpected))
+        }
+    }
+}
+
 /// [`FromDLPack::load_dlpack`].
 pub(super) fn strict<T: FromDLPack>(value: &mut T, batch: TensorBatch) -> Result<()> {
-    let (report, err) = load(value, batch);
-    if report.is_empty() && err.is_none() {
-        return Ok(());
-    }
-    let mut errors: Vec<Error> = err.into_iter().collect();
-    errors.extend(
-        report
-            .missing
-            .into_iter()
-            .map(|name| Error::MissingTensor { name }),
-    );
-    Err(merge(errors, report.unexpected))
+    let (report, err) = load_in(value, batch);
+    finish(report, err, false).map(drop)
 }
 
 /// [`FromDLPack::load_dlpack_lenient`].
 pub(super) fn lenient<T: FromDLPack>(value: &mut T, batch: TensorBatch) -> Result<LoadReport> {
-    match load(value, batch) {
-        (report, None) => Ok(report),
-        (_, Some(err)) => Err(merge(vec![err], Vec::new())),
-    }
+    let (report, err) = load_in(value, batch);
+    finish(report, err, true)
 }

@@ -19,9 +19,9 @@ use crate::tensor::ManagedTensor;
 pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf, push_segment, split_path};
 pub use load::LoadReport;
 pub use load::Problems;
-#[cfg(feature = "safetensors")]
-pub(crate) use load::merge;
 pub(crate) use load::strict_from;
+#[cfg(feature = "safetensors")]
+pub(crate) use load::{finish, load_in, merge};
 pub use select::{Expected, Selection};
 
 /// Export to DLPack.
@@ -142,7 +142,7 @@ pub trait FromDLPack: Sized {
     /// [`from_dlpack_in`](Self::from_dlpack_in) would take from under `prefix`, out of a
     /// batch holding the names the selection is made over, and what it expects of each
     /// (dtype and rank, where the type fixes them). Nothing is read: a sharded
-    /// checkpoint reads only what this selects (`Checkpoint::load`, feature
+    /// checkpoint reads only what this selects (`Checkpoint::read`, feature
     /// `safetensors`).
     ///
     /// The default takes every tensor named `prefix` or `prefix.*`, which is never

@@ -69,7 +69,7 @@ mod dlpack_example {
         /// file), reading only the tensors `Mlp` takes.
         #[staticmethod]
         fn load(path: PathBuf) -> PyResult<Self> {
-            Ok(Checkpoint::open(path)?.load::<Self>()?)
+            Ok(Checkpoint::open(path)?.read::<Self>()?)
         }
 
         /// Saves the model as a checkpoint folder, the layout `save_pretrained` writes.

@@ -1,6 +1,6 @@
-//! One safetensors file: read ([`TensorBatch::read_safetensors`]) or mapped
-//! ([`TensorBatch::map_safetensors`]), and what a checkpoint's shards share with them
-//! (opening a file, reading its header, mapping it).
+//! One safetensors file: opened, its header read, mapped; what
+//! [`TensorBatch::read_safetensors`], [`TensorBatch::map_safetensors`] and a
+//! checkpoint's shards share.
 
 use std::fs::File;
 use std::io::Read;
@@ -16,68 +16,8 @@ use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
 use crate::tensor::ManagedTensor;
 
-use super::Checkpoint;
 use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
 use super::read::{Made, buffer, element_count, empty_strides, not_a_bool};
-
-impl TensorBatch {
-    /// Reads a safetensors file: each tensor straight from the file into a buffer of its
-    /// own (no buffer of the whole file, no second copy; large files by several
-    /// threads, as [`Checkpoint`] reads), typed where Rust has the element type, so that an owned ndarray field of a `#[derive(FromDLPack)]` struct
-    /// takes the buffer without a copy (`Model::from_dlpack(batch)`). Tensors are
-    /// exclusive and writable; `__metadata__` becomes [`metadata`](Self::metadata).
-    ///
-    /// Every dtype safetensors 0.8 writes is read: `BOOL`, `U8`..`U64`, `I8`..`I64`,
-    /// `F16`, `BF16`, `F32`, `F64`, `C64`, and the low-precision ones (float8, float6
-    /// and float4, with DLPack's type codes, bytes packed as the file stores them).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] when the file cannot be opened or read (a missing file, a folder),
-    /// [`Error::InvalidFile`] naming the file (and the tensor) for anything the file
-    /// gets wrong: a header length beyond the file or the format's limit, a header that
-    /// is not UTF-8 JSON, a name given twice, an unknown dtype, offsets out of order,
-    /// overlapping or leaving gaps, a byte length that does not match the shape, an
-    /// element count that overflows, a truncated or overlong data section, a `bool`
-    /// byte other than 0 or 1. [`Error::AllocationFailed`] when a tensor does not fit
-    /// in memory. No tensor leaks on any error.
-    pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Self> {
-        Checkpoint::open_file(path.as_ref())?.read_where(|_| true)
-    }
-
-    /// Maps a safetensors file into memory: O(header) time, pages read from the file
-    /// when first touched, every tensor a view into one private (copy-on-write)
-    /// mapping that the last tensor alive keeps open. No swap is reserved for the
-    /// private pages, so a file larger than memory maps: a page is found when it is
-    /// first written, as for any memory under the system's overcommit, and under memory
-    /// pressure that first write can get the process killed (by the kernel's
-    /// out-of-memory killer) instead of failing as an allocation does. Where that
-    /// matters, write into tensors [read](Self::read_safetensors), not mapped.
-    ///
-    /// Tensors are exclusive and writable: writes go to private pages, never to the
-    /// file, so PyTorch, tch-rs and burn take them without a copy (as
-    /// `safetensors.torch.load_file` gives writable tensors). A tensor whose offset in
-    /// the file breaks its dtype's alignment (files from other writers can have that)
-    /// gets one aligned copy, flagged `IS_COPIED`, never a misaligned view. `bool`
-    /// tensors are read once, to check every byte is 0 or 1. Errors as
-    /// [`read_safetensors`](Self::read_safetensors).
-    ///
-    /// # Safety
-    ///
-    /// - the file is not modified or truncated (by this process or another) from the
-    ///   call until the last tensor of the batch, or anything made from one without a
-    ///   copy, is dropped: the
-    ///   pages of a private mapping that were not yet written show the file as it is
-    ///   now, and a truncated file makes the kernel kill the process (`SIGBUS`) when a
-    ///   page past its end is touched. The same contract as memmap2's `Mmap::map`.
-    pub unsafe fn map_safetensors(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let (file, _) = open(path)?;
-        // SAFETY: the caller's contract is this function's.
-        let (header, tensors) = unsafe { map_file(path, &file, |_| true) }?;
-        assemble(header, tensors)
-    }
-}
 
 /// Opens `path` for reading: its file and length. Only a regular file (or a link to
 /// one) is read: a folder is an [`Error::Io`] of kind `IsADirectory` (opening one
@@ -372,7 +312,7 @@ pub(super) fn big_endian(path: &Path, tensor: &str) -> Error {
 }
 
 /// The batch of a file's tensors, in the header's order, with its metadata.
-fn assemble(header: Header, tensors: Vec<Option<ManagedTensor>>) -> Result<TensorBatch> {
+pub(super) fn assemble(header: Header, tensors: Vec<Option<ManagedTensor>>) -> Result<TensorBatch> {
     let mut batch = TensorBatch::with_capacity(tensors.len());
     for (entry, tensor) in header.entries.into_iter().zip(tensors) {
         if let Some(tensor) = tensor {

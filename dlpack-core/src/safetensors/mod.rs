@@ -64,9 +64,9 @@
 //! `model-00001-of-00004.safetensors` and so on, and `model.safetensors.index.json`,
 //! which names each tensor's shard (Hugging Face's layout), mostly in `bfloat16`.
 //! [`Checkpoint::open`] reads the index and every shard's header, nothing else;
-//! [`Checkpoint::load`] then reads only the tensors a type takes, straight into the
+//! [`Checkpoint::read`] then reads only the tensors a type takes, straight into the
 //! buffers its fields keep, with several threads, converting floats only when asked
-//! ([`LoadOptions::convert_floats`]); [`TensorBatch::write_checkpoint`] writes the same
+//! ([`ReadOptions::convert_floats`]); [`TensorBatch::write_checkpoint`] writes the same
 //! layout.
 //!
 //! - **The index is the allowlist.** Only the tensors its `weight_map` lists exist,
@@ -81,7 +81,7 @@
 //!   not the checkpoint, and a name, dtype or rank that does not fit is an error before
 //!   anything is read.
 //! - **Threads and memory.** Tensors are cut into chunks that the threads read at once
-//!   ([`LoadOptions::threads`]; by default the machine's parallelism). A load keeps no
+//!   ([`ReadOptions::threads`]; by default the machine's parallelism). A load keeps no
 //!   copy of the data beyond its output: each tensor is read straight into the buffer
 //!   it ends in, with no buffer of a file, or through at most 256 KiB of staging and
 //!   96 KiB of tables per thread while converting. Besides the data, a load holds what
@@ -98,7 +98,7 @@
     not(all(feature = "ndarray", feature = "derive", feature = "half")),
     doc = "```ignore"
 )]
-//! use dlpack_core::safetensors::{Checkpoint, LoadOptions};
+//! use dlpack_core::safetensors::{Checkpoint, ReadOptions};
 //! use dlpack_core::{DataType, FromDLPack, ToDLPack};
 //! use half::bf16;
 //! use ndarray::{Array1, Array2};
@@ -134,16 +134,16 @@
 //! let checkpoint = Checkpoint::open(dir)?;
 //! assert_eq!(checkpoint.shards().len(), 3);
 //! // Every layer, as it is stored...
-//! let model: Model<bf16> = checkpoint.load()?;
+//! let model: Model<bf16> = checkpoint.read()?;
 //! assert_eq!(model.layers.len(), 3);
 //! // ...or the first layer alone, converted to float32 while it is read: the other
 //! // layers are not read, and come back as the tensors the struct did not take.
-//! let options = LoadOptions::new().convert_floats(DataType::F32);
-//! let (first, report) = checkpoint.load_lenient_with::<FirstLayer>(&options)?;
+//! let options = ReadOptions::new().convert_floats(DataType::F32);
+//! let (first, report) = checkpoint.read_lenient_with::<FirstLayer>(&options)?;
 //! assert_eq!(first.layers.layer.weight[[0, 0]], 1.0f32);
 //! assert_eq!(report.unexpected.len(), 4);
 //! // A field of another dtype is an error naming the tensor, before anything is read.
-//! assert!(checkpoint.load::<Model<f32>>().is_err());
+//! assert!(checkpoint.read::<Model<f32>>().is_err());
 //! # Ok::<(), dlpack_core::Error>(())
 //! ```
 //!
@@ -173,7 +173,7 @@ mod index;
 mod read;
 mod write;
 
-pub use checkpoint::{Checkpoint, LoadOptions, StoredTensor};
+pub use checkpoint::{Checkpoint, ReadOptions, StoredTensor};
 
 #[cfg(doc)]
 use crate::{Error, FromDLPack, TensorBatch};

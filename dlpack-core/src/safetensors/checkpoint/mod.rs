@@ -1,11 +1,14 @@
 //! [`Checkpoint`]: a checkpoint as it is published, one safetensors file or a folder of
-//! shards with their index, opened by reading headers only, and loaded into a value by
-//! reading only the tensors the value takes.
+//! shards with their index, opened by reading headers only; `values`: what it gives,
+//! reading only the tensors asked for.
+
+mod values;
+
+pub use values::ReadOptions;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::fs::File;
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -13,9 +16,9 @@ use crate::batch::TensorBatch;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
-use crate::traits::{FromDLPack, LoadReport, Selection, merge};
+#[cfg(doc)]
+use crate::traits::FromDLPack;
 
-use super::convert;
 use super::file::{Identity, big_endian, changed, identity, map_opened, open, read_header};
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
@@ -31,17 +34,20 @@ use super::read::{self, Plan, Source};
 /// read. A shard name that is not a plain file name inside the index's folder is an
 /// error before any file is opened.
 ///
-/// Loading reads only what is asked for, straight into the buffers that the values
-/// keep, with several threads:
+/// Reading reads only what is asked for, straight into the buffers that the values
+/// keep, with several threads. Methods named `read` make a new value; `load_into`
+/// fills one that exists, as [`FromDLPack::load_dlpack`] and PyTorch's
+/// `load_state_dict` do:
 ///
 /// | method | what it gives | reads |
 /// |---|---|---|
-/// | [`load`](Self::load), [`load_with`](Self::load_with) | a value of a type that implements [`FromDLPack`] (a `#[derive(FromDLPack)]` struct), strictly, as `T::from_dlpack` | only the tensors the type takes |
-/// | [`load_lenient`](Self::load_lenient), [`load_lenient_with`](Self::load_lenient_with) | the value, and the checkpoint's tensors it does not take | the same |
+/// | [`read`](Self::read), [`read_with`](Self::read_with) | a new value of a type that implements [`FromDLPack`] (a `#[derive(FromDLPack)]` struct), strictly, as `T::from_dlpack` | only the tensors the type takes |
+/// | [`read_lenient`](Self::read_lenient), [`read_lenient_with`](Self::read_lenient_with) | the new value, and the checkpoint's tensors it does not take | the same |
+/// | [`load_into`](Self::load_into), [`load_into_lenient`](Self::load_into_lenient) (and `_with`) | an existing value filled in place, its buffers kept | the same |
 /// | [`read_where`](Self::read_where), [`read_where_with`](Self::read_where_with) | a [`TensorBatch`] of the tensors a filter accepts | those tensors |
 /// | [`map`](Self::map) (`unsafe`) | a [`TensorBatch`] over copy-on-write mappings of the shards | headers only, pages when touched |
 ///
-/// Floats are converted only when asked ([`LoadOptions::convert_floats`]).
+/// Floats are converted only when asked ([`ReadOptions::convert_floats`]).
 pub struct Checkpoint {
     /// What was opened: the index, or the one file.
     path: PathBuf,
@@ -130,68 +136,6 @@ impl fmt::Debug for StoredTensor<'_> {
     }
 }
 
-/// How a [`Checkpoint`] loads: float conversion, and the number of threads.
-///
-/// ```
-/// use dlpack_core::DataType;
-/// use dlpack_core::safetensors::LoadOptions;
-///
-/// // bfloat16, float16 and float64 tensors become float32 while they are read.
-/// let options = LoadOptions::new().convert_floats(DataType::F32).threads(4);
-/// # let _ = options;
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoadOptions {
-    convert: Option<DataType>,
-    threads: Option<NonZeroUsize>,
-}
-
-impl LoadOptions {
-    /// No conversion; as many threads as the machine runs at once.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Converts every `bfloat16`, `float16`, `float32` and `float64` tensor to `dtype`
-    /// (one of those four) while reading it, as PyTorch's `Tensor.to(dtype)` converts:
-    /// widening is exact, narrowing rounds to nearest, ties to even (a `float64`
-    /// through `float32`, as PyTorch's element types convert), a NaN stays a NaN.
-    /// Other tensors are read as they are. Without this, a tensor is read in its own
-    /// dtype, and a field of another dtype is an error naming the tensor.
-    ///
-    /// A load that converts reads each tensor through a staging buffer of at most
-    /// 256 KiB per thread (and 96 KiB for the conversion); one that does not, reads
-    /// straight into the output.
-    #[must_use]
-    pub fn convert_floats(mut self, dtype: DataType) -> Self {
-        self.convert = Some(dtype);
-        self
-    }
-
-    /// Reads with at most `threads` threads (the calling one among them; 0 counts as
-    /// 1). The default is the machine's parallelism
-    /// ([`std::thread::available_parallelism`]); a small read starts fewer.
-    #[must_use]
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = Some(NonZeroUsize::new(threads).unwrap_or(NonZeroUsize::MIN));
-        self
-    }
-
-    /// The reading plan; an error for a conversion to a type that is not a float.
-    fn plan(&self) -> Result<Plan> {
-        if let Some(dtype) = self.convert.filter(|&d| !convert::is_float(d)) {
-            return Err(Error::UnsupportedDtype { dtype });
-        }
-        let threads = self
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
-        Ok(Plan {
-            threads,
-            convert: self.convert,
-        })
-    }
-}
-
 impl Checkpoint {
     /// Opens a checkpoint: `path` is a safetensors file, an index
     /// (`*.safetensors.index.json`, its shards beside it), or a folder holding
@@ -247,7 +191,7 @@ impl Checkpoint {
     }
 
     /// A checkpoint of one safetensors file: all its tensors, in its header's order.
-    pub(super) fn open_file(path: &Path) -> Result<Self> {
+    fn open_file(path: &Path) -> Result<Self> {
         let (file, len) = open(path)?;
         let (header, json) = read_header(path, &file, len)?;
         let metadata = header.metadata.clone();
@@ -455,172 +399,6 @@ impl Checkpoint {
         }
     }
 
-    /// Loads a `T`, reading only the tensors it takes, strictly as
-    /// [`T::from_dlpack`](FromDLPack::from_dlpack) imports a batch: every missing
-    /// tensor, every tensor of the checkpoint that `T` does not take, and every tensor
-    /// of another dtype or rank than its field's is an error, all reported at once in
-    /// one [`Error::StateDict`], before a byte of data is read where the headers tell
-    /// (the names, dtypes and ranks; shapes are checked by the value itself, as
-    /// `from_dlpack` checks them). Each tensor is read straight into the buffer its
-    /// field keeps. See [`load_lenient`](Self::load_lenient) for a value that takes a
-    /// part of a checkpoint.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::StateDict`] as above; [`Error::Io`] (in an [`Error::Tensor`]) when a
-    /// read fails; [`Error::AllocationFailed`]; [`Error::InvalidFile`] for a `bool`
-    /// byte other than 0 or 1.
-    pub fn load<T>(&self) -> Result<T>
-    where
-        T: FromDLPack<Input = TensorBatch>,
-    {
-        self.load_with(&LoadOptions::new())
-    }
-
-    /// [`load`](Self::load), with float conversion or a number of threads.
-    pub fn load_with<T>(&self, options: &LoadOptions) -> Result<T>
-    where
-        T: FromDLPack<Input = TensorBatch>,
-    {
-        self.load_as(options, false).map(|(value, _)| value)
-    }
-
-    /// Loads a `T` that takes a part of the checkpoint (one layer of a model, say),
-    /// reading only the tensors it takes: the tensors it does not take are listed in
-    /// the report's `unexpected`, in the index's order, and never read (unless `T`
-    /// selects more than it keeps: the default [`FromDLPack::select_in`] of a type that
-    /// does not say what it takes). The value is the one `T::from_dlpack_in` would
-    /// take from a batch of every tensor of the checkpoint: which `Vec` items, map
-    /// entries and `Option`s exist follows all the names, read or not. A tensor `T`
-    /// needs and the checkpoint lacks is still an error (a fresh value needs every
-    /// field), and so is a dtype or rank that does not fit, as in [`load`](Self::load).
-    pub fn load_lenient<T>(&self) -> Result<(T, LoadReport)>
-    where
-        T: FromDLPack<Input = TensorBatch>,
-    {
-        self.load_lenient_with(&LoadOptions::new())
-    }
-
-    /// [`load_lenient`](Self::load_lenient), with float conversion or a number of
-    /// threads.
-    pub fn load_lenient_with<T>(&self, options: &LoadOptions) -> Result<(T, LoadReport)>
-    where
-        T: FromDLPack<Input = TensorBatch>,
-    {
-        self.load_as(options, true)
-    }
-
-    fn load_as<T: FromDLPack>(
-        &self,
-        options: &LoadOptions,
-        lenient: bool,
-    ) -> Result<(T, LoadReport)> {
-        let plan = options.plan()?;
-        let names = self
-            .names
-            .get_or_init(|| self.names().map(str::to_owned).collect());
-        let mut selection = Selection::new(names);
-        T::select_in("", &mut selection);
-        // What the headers tell, before anything is read.
-        let unexpected: Vec<String> = self
-            .names()
-            .filter(|name| !selection.is_taken(name))
-            .map(str::to_owned)
-            .collect();
-        let mut errors: Vec<Error> = selection
-            .missing()
-            .iter()
-            .map(|name| Error::MissingTensor { name: name.clone() })
-            .collect();
-        for (name, expected) in selection.taken() {
-            let stored = self.tensor(name).map(|t| (t.dtype(), t.shape().len()));
-            let Some((dtype, ndim)) = stored else {
-                continue;
-            };
-            let dtype = plan.dtype_of(dtype);
-            if let Some(want) = expected.dtype.filter(|&want| want != dtype) {
-                let err = Error::DtypeMismatch {
-                    expected: want,
-                    found: dtype,
-                };
-                errors.push(err.in_tensor(name));
-            } else if let Some(want) = expected.ndim.filter(|&want| want != ndim) {
-                let err = Error::NdimMismatch {
-                    expected: want,
-                    found: ndim,
-                };
-                errors.push(err.in_tensor(name));
-            }
-        }
-        if !errors.is_empty() || (!lenient && !unexpected.is_empty()) {
-            let unexpected = if lenient { Vec::new() } else { unexpected };
-            return Err(merge(errors, unexpected));
-        }
-        // The tensors selected, read; every other one stands in the batch as an empty
-        // placeholder that is never read, so that the value sees the checkpoint's names
-        // as a batch of all of them would show them (which `Vec` items exist, which
-        // `Option`s are there, which map keys).
-        let taken: Vec<usize> = (0..self.tensors.len())
-            .filter(|&i| selection.is_taken(self.name(i)))
-            .collect();
-        let read = self.read_tensors(&taken, plan)?;
-        let mut read = taken.iter().copied().zip(read).peekable();
-        let mut batch = TensorBatch::with_capacity(self.tensors.len());
-        for i in 0..self.tensors.len() {
-            let tensor = match read.next_if(|(at, _)| *at == i) {
-                Some((_, tensor)) => tensor,
-                None => placeholder()?,
-            };
-            let name = self.name(i);
-            batch
-                .insert(name, tensor)
-                .map_err(|e| invalid(&self.path, Some(name), e.to_string()))?;
-        }
-        *batch.metadata_mut() = self.metadata.clone();
-        let value = T::from_dlpack_in("", &mut batch);
-        // A placeholder taken: a type whose selection missed what it takes.
-        if let Some(name) = unexpected.iter().find(|name| !batch.contains(name)) {
-            return Err(Error::NotSelected { name: name.clone() });
-        }
-        let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
-        match value {
-            Ok(value) if leftovers.is_empty() || lenient => Ok((
-                value,
-                LoadReport {
-                    missing: Vec::new(),
-                    unexpected: leftovers,
-                },
-            )),
-            Ok(_) => Err(merge(Vec::new(), leftovers)),
-            Err(err) => Err(merge(
-                vec![err],
-                if lenient { Vec::new() } else { leftovers },
-            )),
-        }
-    }
-
-    /// Reads the tensors whose names `filter` accepts, each into a buffer of its own
-    /// (typed where Rust has the element type, exclusive and writable), in the index's
-    /// order; the batch's [`metadata`](TensorBatch::metadata) is the shards'
-    /// ([`metadata`](Self::metadata)). Errors as [`load`](Self::load) for the reads.
-    pub fn read_where(&self, filter: impl FnMut(&str) -> bool) -> Result<TensorBatch> {
-        self.read_where_with(filter, &LoadOptions::new())
-    }
-
-    /// [`read_where`](Self::read_where), with float conversion or a number of threads.
-    pub fn read_where_with(
-        &self,
-        mut filter: impl FnMut(&str) -> bool,
-        options: &LoadOptions,
-    ) -> Result<TensorBatch> {
-        let plan = options.plan()?;
-        let taken: Vec<usize> = (0..self.tensors.len())
-            .filter(|&i| filter(self.name(i)))
-            .collect();
-        let tensors = self.read_tensors(&taken, plan)?;
-        self.batch(taken.iter().map(|&i| self.name(i)).zip(tensors))
-    }
-
     /// Reads the tensors at `taken` (indices into `tensors`), in that order, in runs
     /// that open at most [`KEPT_OPEN`] shards again each. A shard whose length is no
     /// longer the one it had when opened is an error (its header would no longer
@@ -766,11 +544,6 @@ impl Shard {
         }
         Ok(file)
     }
-}
-
-/// An empty tensor that stands for a tensor not read (see `load_as`).
-fn placeholder() -> Result<ManagedTensor> {
-    ManagedTensor::from_buffer(Vec::<u8>::new(), 0, &[0], &[1])
 }
 
 impl fmt::Debug for Checkpoint {

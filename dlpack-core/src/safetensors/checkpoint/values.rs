@@ -1,0 +1,415 @@
+//! What a [`Checkpoint`] gives: a value made from it ([`Checkpoint::read`]), a value
+//! filled from it in place ([`Checkpoint::load_into`]), a batch of the tensors a filter
+//! accepts ([`Checkpoint::read_where`]), and the one-file shortcuts
+//! [`TensorBatch::read_safetensors`] and [`TensorBatch::map_safetensors`]; how it
+//! reads ([`ReadOptions`]).
+
+use std::collections::HashSet;
+use std::num::NonZeroUsize;
+use std::path::Path;
+
+use crate::batch::TensorBatch;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::tensor::ManagedTensor;
+use crate::traits::{FromDLPack, LoadReport, Selection, finish, load_in, merge};
+
+use crate::safetensors::convert;
+use crate::safetensors::file::{assemble, map_file, open};
+use crate::safetensors::header::invalid;
+use crate::safetensors::read::Plan;
+
+use super::Checkpoint;
+
+/// How a [`Checkpoint`] reads: float conversion, and the number of threads.
+///
+/// ```
+/// use dlpack_core::DataType;
+/// use dlpack_core::safetensors::ReadOptions;
+///
+/// // bfloat16, float16 and float64 tensors become float32 while they are read.
+/// let options = ReadOptions::new().convert_floats(DataType::F32).threads(4);
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    convert: Option<DataType>,
+    threads: Option<NonZeroUsize>,
+}
+
+impl ReadOptions {
+    /// No conversion; as many threads as the machine runs at once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Converts every `bfloat16`, `float16`, `float32` and `float64` tensor to `dtype`
+    /// (one of those four) while reading it, as PyTorch's `Tensor.to(dtype)` converts:
+    /// widening is exact, narrowing rounds to nearest, ties to even (a `float64`
+    /// through `float32`, as PyTorch's element types convert), a NaN stays a NaN.
+    /// Other tensors are read as they are. Without this, a tensor is read in its own
+    /// dtype, and a field of another dtype is an error naming the tensor.
+    ///
+    /// A load that converts reads each tensor through a staging buffer of at most
+    /// 256 KiB per thread (and 96 KiB for the conversion); one that does not, reads
+    /// straight into the output.
+    #[must_use]
+    pub fn convert_floats(mut self, dtype: DataType) -> Self {
+        self.convert = Some(dtype);
+        self
+    }
+
+    /// Reads with at most `threads` threads (the calling one among them; 0 counts as
+    /// 1). The default is the machine's parallelism
+    /// ([`std::thread::available_parallelism`]); a small read starts fewer.
+    #[must_use]
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(NonZeroUsize::new(threads).unwrap_or(NonZeroUsize::MIN));
+        self
+    }
+
+    /// The reading plan; an error for a conversion to a type that is not a float.
+    fn plan(&self) -> Result<Plan> {
+        if let Some(dtype) = self.convert.filter(|&d| !convert::is_float(d)) {
+            return Err(Error::UnsupportedDtype { dtype });
+        }
+        let threads = self
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+        Ok(Plan {
+            threads,
+            convert: self.convert,
+        })
+    }
+}
+
+impl Checkpoint {
+    /// Reads a new `T`, reading only the tensors it takes, strictly as
+    /// [`T::from_dlpack`](FromDLPack::from_dlpack) imports a batch: every missing
+    /// tensor, every tensor of the checkpoint that `T` does not take, and every tensor
+    /// of another dtype or rank than its field's is an error, all reported at once in
+    /// one [`Error::StateDict`], before a byte of data is read where the headers tell
+    /// (the names, dtypes and ranks; shapes are checked by the value itself, as
+    /// `from_dlpack` checks them). Each tensor is read straight into the buffer its
+    /// field keeps. See [`read_lenient`](Self::read_lenient) for a value that takes a
+    /// part of a checkpoint.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StateDict`] as above; [`Error::Io`] (in an [`Error::Tensor`]) when a
+    /// read fails; [`Error::AllocationFailed`]; [`Error::InvalidFile`] for a `bool`
+    /// byte other than 0 or 1.
+    pub fn read<T>(&self) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.read_with(&ReadOptions::new())
+    }
+
+    /// [`read`](Self::read), with float conversion or a number of threads.
+    pub fn read_with<T>(&self, options: &ReadOptions) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.read_as(options, false).map(|(value, _)| value)
+    }
+
+    /// Reads a new `T` that takes a part of the checkpoint (one layer of a model, say),
+    /// reading only the tensors it takes: the tensors it does not take are listed in
+    /// the report's `unexpected`, in the index's order, and never read (unless `T`
+    /// selects more than it keeps: the default [`FromDLPack::select_in`] of a type that
+    /// does not say what it takes). The value is the one `T::from_dlpack_in` would
+    /// take from a batch of every tensor of the checkpoint: which `Vec` items, map
+    /// entries and `Option`s exist follows all the names, read or not. A tensor `T`
+    /// needs and the checkpoint lacks is still an error (a fresh value needs every
+    /// field), and so is a dtype or rank that does not fit, as in [`read`](Self::read).
+    pub fn read_lenient<T>(&self) -> Result<(T, LoadReport)>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.read_lenient_with(&ReadOptions::new())
+    }
+
+    /// [`read_lenient`](Self::read_lenient), with float conversion or a number of
+    /// threads.
+    pub fn read_lenient_with<T>(&self, options: &ReadOptions) -> Result<(T, LoadReport)>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.read_as(options, true)
+    }
+
+    /// Loads the checkpoint into `value`, in place, as
+    /// [`value.load_dlpack`](FromDLPack::load_dlpack) loads a batch (PyTorch's
+    /// `load_state_dict`), reading only the tensors `value` takes, each read and then
+    /// copied into its field's buffer, which keeps its allocation (a read into a fresh
+    /// value, [`read`](Self::read), copies nothing). Strict: every tensor `value` has
+    /// and the checkpoint lacks, every tensor of the checkpoint that `value` does not
+    /// take (never read), and every tensor that does not fit its field (dtype, rank or
+    /// shape) is an error, all reported at once in one [`Error::StateDict`]; the
+    /// tensors that fit are loaded even when others do not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StateDict`] as above; the read errors of [`read`](Self::read).
+    pub fn load_into<T>(&self, value: &mut T) -> Result<()>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_into_with(value, &ReadOptions::new())
+    }
+
+    /// [`load_into`](Self::load_into), with float conversion or a number of threads.
+    pub fn load_into_with<T>(&self, value: &mut T, options: &ReadOptions) -> Result<()>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_as(value, options, false).map(drop)
+    }
+
+    /// Loads the checkpoint into `value`, in place, as
+    /// [`value.load_dlpack_lenient`](FromDLPack::load_dlpack_lenient) loads a batch
+    /// (PyTorch's `load_state_dict(strict=False)`): the tensors `value` has and the
+    /// checkpoint lacks are the report's `missing`, the checkpoint's tensors it does not
+    /// take (never read) its `unexpected`; a tensor that does not fit its field is
+    /// still an error.
+    pub fn load_into_lenient<T>(&self, value: &mut T) -> Result<LoadReport>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_into_lenient_with(value, &ReadOptions::new())
+    }
+
+    /// [`load_into_lenient`](Self::load_into_lenient), with float conversion or a
+    /// number of threads.
+    pub fn load_into_lenient_with<T>(
+        &self,
+        value: &mut T,
+        options: &ReadOptions,
+    ) -> Result<LoadReport>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_as(value, options, true)
+    }
+
+    fn read_as<T: FromDLPack>(
+        &self,
+        options: &ReadOptions,
+        lenient: bool,
+    ) -> Result<(T, LoadReport)> {
+        let plan = options.plan()?;
+        let selection = self.selection::<T>();
+        let unexpected = self.not_taken(&selection);
+        // What the headers tell, before anything is read.
+        let mut errors: Vec<Error> = selection
+            .missing()
+            .iter()
+            .map(|name| Error::MissingTensor { name: name.clone() })
+            .collect();
+        errors.extend(self.misfits(&selection, plan));
+        if !errors.is_empty() || (!lenient && !unexpected.is_empty()) {
+            let unexpected = if lenient { Vec::new() } else { unexpected };
+            return Err(merge(errors, unexpected));
+        }
+        let mut batch = self.selected_batch(&selection, plan)?;
+        let value = T::from_dlpack_in("", &mut batch);
+        not_selected(&unexpected, |name| batch.contains(name))?;
+        let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
+        match value {
+            Ok(value) if leftovers.is_empty() || lenient => Ok((
+                value,
+                LoadReport {
+                    missing: Vec::new(),
+                    unexpected: leftovers,
+                },
+            )),
+            Ok(_) => Err(merge(Vec::new(), leftovers)),
+            Err(err) => Err(merge(
+                vec![err],
+                if lenient { Vec::new() } else { leftovers },
+            )),
+        }
+    }
+
+    fn load_as<T: FromDLPack>(
+        &self,
+        value: &mut T,
+        options: &ReadOptions,
+        lenient: bool,
+    ) -> Result<LoadReport> {
+        let plan = options.plan()?;
+        let selection = self.selection::<T>();
+        let unexpected = self.not_taken(&selection);
+        let batch = self.selected_batch(&selection, plan)?;
+        let (report, err) = load_in(value, batch);
+        let left: HashSet<&str> = report.unexpected.iter().map(String::as_str).collect();
+        not_selected(&unexpected, |name| left.contains(name))?;
+        finish(report, err, lenient)
+    }
+
+    /// What `T` takes of the checkpoint, over the names alone.
+    fn selection<T: FromDLPack>(&self) -> Selection<'_> {
+        let names = self
+            .names
+            .get_or_init(|| self.names().map(str::to_owned).collect());
+        let mut selection = Selection::new(names);
+        T::select_in("", &mut selection);
+        selection
+    }
+
+    /// The checkpoint's tensors that `selection` does not take, in the index's order.
+    fn not_taken(&self, selection: &Selection<'_>) -> Vec<String> {
+        self.names()
+            .filter(|name| !selection.is_taken(name))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The tensors `selection` takes whose dtype (once converted) or rank in the
+    /// headers is not the one their field wants.
+    fn misfits(&self, selection: &Selection<'_>, plan: Plan) -> Vec<Error> {
+        let mut errors = Vec::new();
+        for (name, expected) in selection.taken() {
+            let stored = self.tensor(name).map(|t| (t.dtype(), t.shape().len()));
+            let Some((dtype, ndim)) = stored else {
+                continue;
+            };
+            let dtype = plan.dtype_of(dtype);
+            if let Some(want) = expected.dtype.filter(|&want| want != dtype) {
+                let err = Error::DtypeMismatch {
+                    expected: want,
+                    found: dtype,
+                };
+                errors.push(err.in_tensor(name));
+            } else if let Some(want) = expected.ndim.filter(|&want| want != ndim) {
+                let err = Error::NdimMismatch {
+                    expected: want,
+                    found: ndim,
+                };
+                errors.push(err.in_tensor(name));
+            }
+        }
+        errors
+    }
+
+    /// The tensors `selection` takes, read; every other one stands in the batch as an
+    /// empty placeholder that is never read, so that the value sees the checkpoint's
+    /// names as a batch of all of them would show them (which `Vec` items exist, which
+    /// `Option`s are there, which map keys).
+    fn selected_batch(&self, selection: &Selection<'_>, plan: Plan) -> Result<TensorBatch> {
+        let taken: Vec<usize> = (0..self.tensors.len())
+            .filter(|&i| selection.is_taken(self.name(i)))
+            .collect();
+        let read = self.read_tensors(&taken, plan)?;
+        let mut read = taken.iter().copied().zip(read).peekable();
+        let mut batch = TensorBatch::with_capacity(self.tensors.len());
+        for i in 0..self.tensors.len() {
+            let tensor = match read.next_if(|(at, _)| *at == i) {
+                Some((_, tensor)) => tensor,
+                None => placeholder()?,
+            };
+            let name = self.name(i);
+            batch
+                .insert(name, tensor)
+                .map_err(|e| invalid(&self.path, Some(name), e.to_string()))?;
+        }
+        *batch.metadata_mut() = self.metadata.clone();
+        Ok(batch)
+    }
+
+    /// Reads the tensors whose names `filter` accepts, each into a buffer of its own
+    /// (typed where Rust has the element type, exclusive and writable), in the index's
+    /// order; the batch's [`metadata`](TensorBatch::metadata) is the shards'
+    /// ([`metadata`](Self::metadata)). Errors as [`read`](Self::read) for the reads.
+    pub fn read_where(&self, filter: impl FnMut(&str) -> bool) -> Result<TensorBatch> {
+        self.read_where_with(filter, &ReadOptions::new())
+    }
+
+    /// [`read_where`](Self::read_where), with float conversion or a number of threads.
+    pub fn read_where_with(
+        &self,
+        mut filter: impl FnMut(&str) -> bool,
+        options: &ReadOptions,
+    ) -> Result<TensorBatch> {
+        let plan = options.plan()?;
+        let taken: Vec<usize> = (0..self.tensors.len())
+            .filter(|&i| filter(self.name(i)))
+            .collect();
+        let tensors = self.read_tensors(&taken, plan)?;
+        self.batch(taken.iter().map(|&i| self.name(i)).zip(tensors))
+    }
+}
+
+/// A placeholder taken (one of `unexpected` that `left` no longer holds): a type whose
+/// selection missed what it takes.
+fn not_selected(unexpected: &[String], left: impl Fn(&str) -> bool) -> Result<()> {
+    match unexpected.iter().find(|name| !left(name)) {
+        Some(name) => Err(Error::NotSelected { name: name.clone() }),
+        None => Ok(()),
+    }
+}
+
+/// An empty tensor that stands for a tensor not read (see `selected_batch`).
+fn placeholder() -> Result<ManagedTensor> {
+    ManagedTensor::from_buffer(Vec::<u8>::new(), 0, &[0], &[1])
+}
+
+impl TensorBatch {
+    /// Reads a safetensors file: each tensor straight from the file into a buffer of its
+    /// own (no buffer of the whole file, no second copy; large files by several
+    /// threads, as [`Checkpoint`] reads), typed where Rust has the element type, so that an owned ndarray field of a `#[derive(FromDLPack)]` struct
+    /// takes the buffer without a copy (`Model::from_dlpack(batch)`). Tensors are
+    /// exclusive and writable; `__metadata__` becomes [`metadata`](Self::metadata).
+    ///
+    /// Every dtype safetensors 0.8 writes is read: `BOOL`, `U8`..`U64`, `I8`..`I64`,
+    /// `F16`, `BF16`, `F32`, `F64`, `C64`, and the low-precision ones (float8, float6
+    /// and float4, with DLPack's type codes, bytes packed as the file stores them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the file cannot be opened or read (a missing file, a folder),
+    /// [`Error::InvalidFile`] naming the file (and the tensor) for anything the file
+    /// gets wrong: a header length beyond the file or the format's limit, a header that
+    /// is not UTF-8 JSON, a name given twice, an unknown dtype, offsets out of order,
+    /// overlapping or leaving gaps, a byte length that does not match the shape, an
+    /// element count that overflows, a truncated or overlong data section, a `bool`
+    /// byte other than 0 or 1. [`Error::AllocationFailed`] when a tensor does not fit
+    /// in memory. No tensor leaks on any error.
+    pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Self> {
+        Checkpoint::open_file(path.as_ref())?.read_where(|_| true)
+    }
+
+    /// Maps a safetensors file into memory: O(header) time, pages read from the file
+    /// when first touched, every tensor a view into one private (copy-on-write)
+    /// mapping that the last tensor alive keeps open. No swap is reserved for the
+    /// private pages, so a file larger than memory maps: a page is found when it is
+    /// first written, as for any memory under the system's overcommit, and under memory
+    /// pressure that first write can get the process killed (by the kernel's
+    /// out-of-memory killer) instead of failing as an allocation does. Where that
+    /// matters, write into tensors [read](Self::read_safetensors), not mapped.
+    ///
+    /// Tensors are exclusive and writable: writes go to private pages, never to the
+    /// file, so PyTorch, tch-rs and burn take them without a copy (as
+    /// `safetensors.torch.load_file` gives writable tensors). A tensor whose offset in
+    /// the file breaks its dtype's alignment (files from other writers can have that)
+    /// gets one aligned copy, flagged `IS_COPIED`, never a misaligned view. `bool`
+    /// tensors are read once, to check every byte is 0 or 1. Errors as
+    /// [`read_safetensors`](Self::read_safetensors).
+    ///
+    /// # Safety
+    ///
+    /// - the file is not modified or truncated (by this process or another) from the
+    ///   call until the last tensor of the batch, or anything made from one without a
+    ///   copy, is dropped: the
+    ///   pages of a private mapping that were not yet written show the file as it is
+    ///   now, and a truncated file makes the kernel kill the process (`SIGBUS`) when a
+    ///   page past its end is touched. The same contract as memmap2's `Mmap::map`.
+    pub unsafe fn map_safetensors(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let (file, _) = open(path)?;
+        // SAFETY: the caller's contract is this function's.
+        let (header, tensors) = unsafe { map_file(path, &file, |_| true) }?;
+        assemble(header, tensors)
+    }
+}
