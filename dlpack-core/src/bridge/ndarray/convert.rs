@@ -9,7 +9,6 @@ use ndarray::{
     Ix3, Ix4, Ix5, Ix6, IxDyn,
 };
 
-use crate::batch::TensorBatch;
 use crate::device::Device;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
@@ -17,12 +16,8 @@ use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::tensor::{Desc, ManagedTensor, build};
-use crate::traits::{
-    Expected, FromDLPack, LoadReport, Selection, ToDLPack, leaf_from, leaf_into, leaf_load,
-};
 
 use super::owned::DLPackArray;
-use super::shared::SharedArray;
 
 /// Calls `$f::<E>()` for every dimension type an export could have used.
 macro_rules! each_dim {
@@ -145,8 +140,8 @@ fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
 ///   owner keeps alive, unmoved, for as long as it lives untouched;
 /// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
 ///   with it, nobody writes them. (A writable tensor whose elements others hold too is
-///   made by [`share_writable`] alone, which marks it shared before anyone sees it.)
-unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
+///   made by `shared::share_writable` alone, which marks it shared before anyone sees it.)
+pub(super) unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
     owner: O,
     data: impl FnOnce(&mut O) -> *mut c_void,
     dim: &D,
@@ -198,7 +193,7 @@ pub(crate) fn copy_standard<A: Element, D: Dimension>(
 
 /// ndarray's strides of `array` as `usize` bit patterns, in a `D` (no heap allocation
 /// for fixed ranks).
-fn stride_bits<S: ndarray::RawData, D: Dimension>(array: &ArrayBase<S, D>) -> D {
+pub(super) fn stride_bits<S: ndarray::RawData, D: Dimension>(array: &ArrayBase<S, D>) -> D {
     let mut bits = array.raw_dim();
     for (out, &s) in bits.slice_mut().iter_mut().zip(array.strides()) {
         *out = s as usize;
@@ -259,64 +254,9 @@ fn export_shared<A: Element, D: Dimension + 'static>(
     }
 }
 
-/// The owner of a [`share_writable`] tensor: the `ArcArray` clone that keeps the buffer
-/// alive, under a type of its own, so that no path that takes back an `ArcArray` or an
-/// `Array` owner (`reclaim`, `into_owner`) ever gets a handle of a buffer that Python
-/// may write; only [`shared_owner`] reads it, for `SharedArray`.
-pub(super) struct ShareOwner<A, D>(ArcArray<A, D>);
-
-/// A writable tensor of a `SharedArray`'s buffer, without a copy, marked shared: what a
-/// model field hands to Python. `bool` buffers are copied instead (flagged
-/// `IS_COPIED`): Python could store bytes that are no `bool`.
-pub(super) fn share_writable<A: Element, D: Dimension + 'static>(
-    array: &ArcArray<A, D>,
-) -> Result<ManagedTensor> {
-    if A::DTYPE == crate::DataType::BOOL {
-        return export_copy(array);
-    }
-    // SAFETY:
-    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the owner's `Arc`
-    //   keeps alive and unmoved for as long as the tensor lives;
-    // - writable although others hold the elements: the tensor is marked shared below,
-    //   before it leaves this function, so this crate never gives a mutable view through
-    //   it (`as_array_mut` and `view_mut` refuse it; `reclaim` and `into_owner` do not
-    //   know the owner's type), and the other holders are `SharedArray`s (the field, and
-    //   fields tied to it), which copy the buffer before any write of their own
-    //   (copy-on-write: the owner's reference keeps the count above one) and whose
-    //   reads are the sharing rule of `python::model`; no `ArcArray` handle of the buffer
-    //   leaves `SharedArray`. Every bit pattern is a valid element (`bool` is copied
-    //   above), so a foreign write cannot make one invalid.
-    let tensor = unsafe {
-        export_owner::<A, _, _>(
-            ShareOwner(array.clone()),
-            |o| o.0.as_ptr().cast_mut().cast(),
-            &array.raw_dim(),
-            &stride_bits(array),
-            0,
-        )
-    }?;
-    Ok(tensor.into_shared())
-}
-
-/// The buffer of a writable [`share_writable`] tensor of the same type (and of the shape
-/// `like`, when given), for a field that then shares it (tied weights); `None` for any
-/// other tensor.
-pub(super) fn shared_owner<'a, A: Element, D: Dimension + 'static>(
-    tensor: &'a ManagedTensor,
-    like: Option<&[usize]>,
-) -> Option<&'a ArcArray<A, D>> {
-    if tensor.is_read_only() {
-        return None;
-    }
-    tensor
-        .owner::<ShareOwner<A, D>>()
-        .map(|owner| &owner.0)
-        .filter(|array| like.is_none_or(|like| array.shape() == like))
-}
-
 /// Copies into a fresh standard-layout buffer (the most widely accepted layout:
 /// PyTorch and JAX refuse negative strides), flagged `IS_COPIED`.
-fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
+pub(super) fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
     array: &ArrayBase<S, D>,
 ) -> Result<ManagedTensor> {
     export_array(copy_standard(array.view())?, DLPACK_FLAG_BITMASK_IS_COPIED)
@@ -326,15 +266,15 @@ fn export_copy<A: Element, S: Data<Elem = A>, D: Dimension + 'static>(
 /// given body, and `to_dlpack_into` adds that tensor to a batch under the prefix.
 macro_rules! to_one_tensor {
     ($(#[doc = $doc:literal])* impl[$($generics:tt)*] for $ty:ty { |$this:ident| $export:expr }) => {
-        impl<$($generics)*> ToDLPack for $ty {
-            type Output = ManagedTensor;
+        impl<$($generics)*> crate::traits::ToDLPack for $ty {
+            type Output = crate::tensor::ManagedTensor;
             $(#[doc = $doc])*
-            fn to_dlpack(self) -> Result<ManagedTensor> {
+            fn to_dlpack(self) -> crate::error::Result<crate::tensor::ManagedTensor> {
                 let $this = self;
                 $export
             }
-            fn to_dlpack_into(self, prefix: &str, batch: &mut TensorBatch) -> Result<()> {
-                leaf_into(self, prefix, batch)
+            fn to_dlpack_into(self, prefix: &str, batch: &mut crate::batch::TensorBatch) -> crate::error::Result<()> {
+                crate::traits::leaf_into(self, prefix, batch)
             }
         }
     };
@@ -352,19 +292,19 @@ macro_rules! from_one_tensor {
             $(, load |$this:ident, $loaded:ident| $load:expr)?
         }
     ) => {
-        impl<$($generics)*> FromDLPack for $ty {
-            type Input = ManagedTensor;
+        impl<$($generics)*> crate::traits::FromDLPack for $ty {
+            type Input = crate::tensor::ManagedTensor;
             $(#[doc = $doc])*
-            fn from_dlpack($tensor: ManagedTensor) -> Result<Self> {
+            fn from_dlpack($tensor: crate::tensor::ManagedTensor) -> crate::error::Result<Self> {
                 $import
             }
-            fn from_dlpack_in(prefix: &str, batch: &mut TensorBatch) -> Result<Self> {
-                leaf_from(prefix, batch)
+            fn from_dlpack_in(prefix: &str, batch: &mut crate::batch::TensorBatch) -> crate::error::Result<Self> {
+                crate::traits::leaf_from(prefix, batch)
             }
             /// The tensor named by the prefix, of the element type and (for a fixed
             /// dimension) the rank of the array.
-            fn select_in(prefix: &str, selection: &mut Selection<'_>) {
-                selection.take(prefix, Expected::new(Some(A::DTYPE), D::NDIM));
+            fn select_in(prefix: &str, selection: &mut crate::traits::Selection<'_>) {
+                selection.take(prefix, crate::traits::Expected::new(Some(A::DTYPE), D::NDIM));
             }
             $(
                 /// Fills the existing array in place (the same buffer): the tensor must
@@ -372,10 +312,10 @@ macro_rules! from_one_tensor {
                 fn load_dlpack_in(
                     &mut self,
                     prefix: &str,
-                    batch: &mut TensorBatch,
-                    report: &mut LoadReport,
-                ) -> Result<()> {
-                    leaf_load(self, prefix, batch, report, |$this, $loaded| $load)
+                    batch: &mut crate::batch::TensorBatch,
+                    report: &mut crate::traits::LoadReport,
+                ) -> crate::error::Result<()> {
+                    crate::traits::leaf_load(self, prefix, batch, report, |$this, $loaded| $load)
                 }
             )?
         }
@@ -414,17 +354,6 @@ to_one_tensor! {
             // `bool` where the other handles read them.
             Err(shared) if A::DTYPE == crate::DataType::BOOL => export_copy(&shared),
             Err(shared) => export_shared(shared),
-        }
-    }
-}
-
-to_one_tensor! {
-    /// Moves the buffer like an `Array` when nothing else holds it; else a writable
-    /// share of it, as the field's own shares are (`bool`: a copy).
-    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
-        |array| match array.into_arc().try_into_owned_nocopy() {
-            Ok(array) => export_array(array, 0),
-            Err(shared) => share_writable(&shared),
         }
     }
 }
@@ -486,20 +415,6 @@ from_one_tensor! {
                 return Ok(shared.clone());
             }
             Array::<A, D>::from_dlpack(tensor).map(Array::into_shared)
-        },
-        load |array, tensor| load_into(array.view_mut(), tensor)
-    }
-}
-
-from_one_tensor! {
-    /// A writable share of a `SharedArray` comes back sharing its buffer (tied), our own
-    /// `Array` export without a copy; anything else is copied.
-    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
-        |tensor| {
-            if let Some(tied) = SharedArray::tied(&tensor, None) {
-                return Ok(tied);
-            }
-            Array::<A, D>::from_dlpack(tensor).map(SharedArray::from)
         },
         load |array, tensor| load_into(array.view_mut(), tensor)
     }

@@ -4,10 +4,13 @@
 //!
 //! - `view`: `ManagedTensor::as_array` / `as_array_mut`, and the checks behind them;
 //! - `owned`: [`DLPackArray`];
-//! - `shared`: [`SharedArray`], the array type of a model's fields that Python shares;
-//! - `convert`: exports (zero-copy moves and shares, copies), the zero-copy way back
-//!   for our own exports, and the trait impls.
+//! - `convert`: exports (zero-copy moves, read-only shares, copies), the zero-copy way
+//!   back for our own exports, and the trait impls;
+//! - `shared`: [`SharedArray`], the array type of a model's fields that Python shares,
+//!   with its mechanism (the writable shares it hands out, the owner that marks them)
+//!   and its trait impls.
 
+#[macro_use]
 mod convert;
 mod owned;
 mod shared;
@@ -17,7 +20,7 @@ mod view;
 pub(crate) use convert::copy_standard;
 pub use owned::DLPackArray;
 #[cfg(feature = "pyo3")]
-pub(crate) use owned::TorchRefusal;
+pub(crate) use owned::WriteRefusal;
 pub use shared::{
     SharedArray, SharedArray0, SharedArray1, SharedArray2, SharedArray3, SharedArray4,
     SharedArray5, SharedArray6, SharedArrayD,

@@ -33,43 +33,16 @@ pub struct DLPackArray<A, D> {
     /// Why the producer's own rules refuse an in-place write (PyTorch's autograd),
     /// read when a typed Python argument is extracted; `None` otherwise. Asked only by
     /// [`assume_exclusive`](Self::assume_exclusive).
-    refused_write: Option<TorchRefusal>,
+    #[cfg(feature = "pyo3")]
+    refused_write: Option<WriteRefusal>,
 }
 
-/// Why torch refuses an in-place write into a typed argument (one byte, kept by every
-/// typed argument).
-#[cfg_attr(not(feature = "pyo3"), allow(dead_code))]
+/// Why the producer's own rules refuse an in-place write that DLPack's flags allow (the
+/// reason, in the producer's words), recorded where a typed Python argument is extracted
+/// (`python::import` reads PyTorch's autograd rule).
+#[cfg(feature = "pyo3")]
 #[derive(Clone, Copy)]
-pub(crate) enum TorchRefusal {
-    /// It requires grad, and grad mode was on.
-    RequiresGrad,
-    /// Its `requires_grad` could not be read.
-    Unreadable,
-    /// Torch's names are held by a stand-in (not torch's own module), so grad mode
-    /// could not be read.
-    StandIn,
-}
-
-impl TorchRefusal {
-    fn reason(self) -> &'static str {
-        match self {
-            Self::RequiresGrad => {
-                "the tensor requires grad and grad mode is on: autograd cannot record a \
-                 write made outside torch (torch itself refuses one into a leaf such as a \
-                 Parameter); write it under torch.no_grad(), as optimizer steps do"
-            }
-            Self::Unreadable => {
-                "torch could not say whether the tensor requires grad (its requires_grad \
-                 raised): it is not written in place"
-            }
-            Self::StandIn => {
-                "torch could not say whether the tensor requires grad (the module torch._C is \
-                 not torch's own, or a function or class of it that the rule reads was \
-                 replaced): it is not written in place"
-            }
-        }
-    }
-}
+pub(crate) struct WriteRefusal(pub(crate) &'static str);
 
 /// The validated views: mutable when the tensor allows it, else read-only with the
 /// reason.
@@ -155,6 +128,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
         Ok(Self {
             views,
             tensor,
+            #[cfg(feature = "pyo3")]
             refused_write: None,
         })
     }
@@ -162,7 +136,7 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// Records why the producer refuses in-place writes (see
     /// [`assume_exclusive`](Self::assume_exclusive)).
     #[cfg(feature = "pyo3")]
-    pub(crate) fn refusing_writes(mut self, reason: Option<TorchRefusal>) -> Self {
+    pub(crate) fn refusing_writes(mut self, reason: Option<WriteRefusal>) -> Self {
         self.refused_write = reason;
         self
     }
@@ -249,9 +223,10 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// inference mode too.
     pub unsafe fn assume_exclusive(&mut self) -> Result<()> {
         if let Views::Const(_, Refusal::NotExclusive) = &self.views {
-            if let Some(refusal) = self.refused_write {
+            #[cfg(feature = "pyo3")]
+            if let Some(WriteRefusal(reason)) = self.refused_write {
                 return Err(Error::InPlaceRefused {
-                    reason: refusal.reason().to_owned(),
+                    reason: reason.to_owned(),
                 });
             }
             // SAFETY: the caller's contract, which is `ManagedTensor::assume_exclusive`'s.

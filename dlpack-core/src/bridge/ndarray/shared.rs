@@ -13,7 +13,7 @@ use crate::tensor::ManagedTensor;
 use crate::traits::{Found, FromDLPack, TensorField, TensorFieldsOf};
 
 use super::DLPackArray;
-use super::convert::{share_writable, shared_owner};
+use super::convert::{export_array, export_copy, export_owner, load_into, stride_bits};
 
 /// An array whose buffer Python may share: the type of the tensor fields of a Rust model
 /// shared with Python (`#[pymodel]`, features `pyo3` and `derive`; see
@@ -211,5 +211,85 @@ impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for Shared
 impl<A, D: Dimension> SharedArray<A, D> {
     pub(super) fn into_arc(self) -> ArcArray<A, D> {
         self.0
+    }
+}
+
+/// The owner of a [`share_writable`] tensor: the `ArcArray` clone that keeps the buffer
+/// alive, under a type of its own, so that no path that takes back an `ArcArray` or an
+/// `Array` owner (`reclaim`, `into_owner`) ever gets a handle of a buffer that Python
+/// may write; only [`shared_owner`] reads it, for `SharedArray`.
+struct ShareOwner<A, D>(ArcArray<A, D>);
+
+/// A writable tensor of a `SharedArray`'s buffer, without a copy, marked shared: what a
+/// model field hands to Python. `bool` buffers are copied instead (flagged
+/// `IS_COPIED`): Python could store bytes that are no `bool`.
+fn share_writable<A: Element, D: Dimension + 'static>(
+    array: &ArcArray<A, D>,
+) -> Result<ManagedTensor> {
+    if A::DTYPE == crate::DataType::BOOL {
+        return export_copy(array);
+    }
+    // SAFETY:
+    // - `as_ptr` is element `[0, ...]` of the shared buffer, which the owner's `Arc`
+    //   keeps alive and unmoved for as long as the tensor lives;
+    // - writable although others hold the elements: the tensor is marked shared below,
+    //   before it leaves this function, so this crate never gives a mutable view through
+    //   it (`as_array_mut` and `view_mut` refuse it; `reclaim` and `into_owner` do not
+    //   know the owner's type), and the other holders are `SharedArray`s (the field, and
+    //   fields tied to it), which copy the buffer before any write of their own
+    //   (copy-on-write: the owner's reference keeps the count above one) and whose
+    //   reads are the sharing rule of `python::model`; no `ArcArray` handle of the buffer
+    //   leaves `SharedArray`. Every bit pattern is a valid element (`bool` is copied
+    //   above), so a foreign write cannot make one invalid.
+    let tensor = unsafe {
+        export_owner::<A, _, _>(
+            ShareOwner(array.clone()),
+            |o| o.0.as_ptr().cast_mut().cast(),
+            &array.raw_dim(),
+            &stride_bits(array),
+            0,
+        )
+    }?;
+    Ok(tensor.into_shared())
+}
+
+/// The buffer of a writable [`share_writable`] tensor of the same type (and of the shape
+/// `like`, when given), for a field that then shares it (tied weights); `None` for any
+/// other tensor.
+fn shared_owner<'a, A: Element, D: Dimension + 'static>(
+    tensor: &'a ManagedTensor,
+    like: Option<&[usize]>,
+) -> Option<&'a ArcArray<A, D>> {
+    if tensor.is_read_only() {
+        return None;
+    }
+    tensor
+        .owner::<ShareOwner<A, D>>()
+        .map(|owner| &owner.0)
+        .filter(|array| like.is_none_or(|like| array.shape() == like))
+}
+
+to_one_tensor! {
+    /// Moves the buffer like an `Array` when nothing else holds it; else a writable
+    /// share of it, as the field's own shares are (`bool`: a copy).
+    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+        |array| match array.into_arc().try_into_owned_nocopy() {
+            Ok(array) => export_array(array, 0),
+            Err(shared) => share_writable(&shared),
+        }
+    }
+}
+
+from_one_tensor! {
+    /// A writable share of a `SharedArray` comes back sharing its buffer (tied), our own
+    /// `Array` export without a copy; anything else is copied.
+    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+        |tensor| {
+            if let Some(tied) = SharedArray::tied(&tensor, None) {
+                return Ok(tied);
+            }
+            Array::<A, D>::from_dlpack(tensor).map(SharedArray::from)
+        },
+        load |array, tensor| load_into(array.view_mut(), tensor)
     }
 }

@@ -488,6 +488,6 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
         })?;
         // (Read again: the import may have run the class's own `__dlpack__`.)
         let refused_write = write_rule.after_import(&obj)?;
-        Ok(array.refusing_writes(refused_write))
+        Ok(array.refusing_writes(refused_write.map(torch::TorchRefusal::refusal)))
     }
 }

@@ -39,7 +39,45 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyString, PyType};
 
-use crate::bridge::ndarray::TorchRefusal;
+use crate::bridge::ndarray::WriteRefusal;
+
+/// Why torch refuses an in-place write into a typed argument.
+#[derive(Clone, Copy)]
+pub(super) enum TorchRefusal {
+    /// It requires grad, and grad mode was on.
+    RequiresGrad,
+    /// Its `requires_grad` could not be read.
+    Unreadable,
+    /// Torch's names are held by a stand-in (not torch's own module), so grad mode
+    /// could not be read.
+    StandIn,
+}
+
+impl TorchRefusal {
+    /// The refusal as the ndarray bridge records it.
+    pub(super) fn refusal(self) -> WriteRefusal {
+        WriteRefusal(self.reason())
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Self::RequiresGrad => {
+                "the tensor requires grad and grad mode is on: autograd cannot record a \
+                 write made outside torch (torch itself refuses one into a leaf such as a \
+                 Parameter); write it under torch.no_grad(), as optimizer steps do"
+            }
+            Self::Unreadable => {
+                "torch could not say whether the tensor requires grad (its requires_grad \
+                 raised): it is not written in place"
+            }
+            Self::StandIn => {
+                "torch could not say whether the tensor requires grad (the module torch._C is \
+                 not torch's own, or a function or class of it that the rule reads was \
+                 replaced): it is not written in place"
+            }
+        }
+    }
+}
 
 /// What the rule needs of torch, kept once torch's own module is found.
 pub(super) struct Torch {
