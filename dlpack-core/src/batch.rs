@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
+#[cfg(doc)]
 use crate::traits::FromDLPack;
 
 /// An ordered collection of uniquely named [`ManagedTensor`]s.
@@ -154,16 +155,6 @@ impl TensorBatch {
         Iter {
             inner: self.tensors.iter(),
         }
-    }
-
-    /// Builds `T` from the tensors it names and removes them, leaving any others in the
-    /// batch: lenient about unexpected tensors only (like `load_state_dict(strict=False)`
-    /// for unexpected keys), where [`FromDLPack::from_dlpack`] refuses them. A tensor
-    /// that `T` needs and the batch lacks is still an error; for a load that reports
-    /// missing tensors too instead of failing, see
-    /// [`FromDLPack::load_dlpack_lenient`].
-    pub fn extract<T: FromDLPack>(&mut self) -> Result<T> {
-        T::from_dlpack_in("", self)
     }
 
     /// Errors with [`Error::UnexpectedTensors`] unless the batch is empty.

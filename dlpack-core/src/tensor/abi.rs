@@ -7,8 +7,6 @@ use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 
-use super::own;
-
 mod sealed {
     pub(crate) trait Sealed {}
     impl Sealed for crate::ffi::DLManagedTensorVersioned {}
@@ -36,10 +34,6 @@ pub(crate) use with_abi;
 
 /// What this crate needs of a managed-tensor struct.
 pub(crate) trait Abi: sealed::Sealed + Sized + 'static {
-    /// The deleter of every header this crate allocates with this struct (one
-    /// non-generic function per struct, so its address identifies our headers).
-    const OWN_DELETER: unsafe extern "C" fn(*mut Self);
-
     /// A struct describing `dl_tensor`.
     fn new(
         dl_tensor: DLTensor,
@@ -102,8 +96,6 @@ macro_rules! common_fields {
 }
 
 impl Abi for DLManagedTensorVersioned {
-    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = own::delete_versioned;
-
     fn new(
         dl_tensor: DLTensor,
         flags: u64,
@@ -135,8 +127,6 @@ impl Abi for DLManagedTensorVersioned {
 }
 
 impl Abi for DLManagedTensor {
-    const OWN_DELETER: unsafe extern "C" fn(*mut Self) = own::delete_legacy;
-
     fn new(
         dl_tensor: DLTensor,
         _flags: u64,

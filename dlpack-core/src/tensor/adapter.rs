@@ -6,13 +6,13 @@ use core::ptr::NonNull;
 
 use crate::layout;
 
-use super::{Abi, Desc, ManagedTensor, Raw, build};
+use super::{Desc, ManagedTensor, Own, Raw, build};
 
 /// The owner of an ABI adapter: the tensor it wraps.
 pub(super) struct Adapter(pub(super) ManagedTensor);
 
 /// Wraps `inner` in a header of the other ABI; the wrapper's deleter drops `inner`.
-pub(super) fn wrap<M: Abi>(inner: ManagedTensor) -> NonNull<M> {
+pub(super) fn wrap<M: Own>(inner: ManagedTensor) -> NonNull<M> {
     let ndim = inner.ndim();
     // SAFETY:
     // - the shape, strides and description are the wrapped tensor's own, read at the

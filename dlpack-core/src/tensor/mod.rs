@@ -54,7 +54,7 @@ pub(crate) use buffers::AlignedBytes;
 pub(crate) use buffers::typed::{element_bytes_mut, into_bools, zeroed_elements};
 #[cfg(feature = "pyo3")]
 pub(crate) use own::ForeignOwner;
-pub(crate) use own::{Desc, build};
+pub(crate) use own::{Desc, Own, build};
 pub use span::ByteSpan;
 
 /// An owned DLPack tensor: the one handle through which this crate holds a

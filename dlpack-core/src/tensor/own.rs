@@ -80,14 +80,29 @@ fn layout<M: Abi, O>(ndim: usize) -> Option<(Layout, usize)> {
     Some((layout.pad_to_align(), offset))
 }
 
+/// A managed struct that this crate allocates headers with.
+pub(crate) trait Own: Abi {
+    /// The deleter of every header this crate allocates with this struct (one
+    /// non-generic function per struct, so its address identifies our headers).
+    const DELETER: unsafe extern "C" fn(*mut Self);
+}
+
+impl Own for DLManagedTensorVersioned {
+    const DELETER: unsafe extern "C" fn(*mut Self) = delete_versioned;
+}
+
+impl Own for DLManagedTensor {
+    const DELETER: unsafe extern "C" fn(*mut Self) = delete_legacy;
+}
+
 /// Whether the managed struct `managed`, at `ptr`, is a header made by [`build`]:
 /// `manager_ctx` holds its own address (which no copy shares) and its deleter is ours.
 #[inline]
-pub(crate) fn is_own<M: Abi>(ptr: NonNull<M>, managed: &M) -> bool {
+pub(crate) fn is_own<M: Own>(ptr: NonNull<M>, managed: &M) -> bool {
     ptr::eq(managed.manager_ctx(), ptr.as_ptr().cast())
         && managed
             .deleter()
-            .is_some_and(|deleter| ptr::fn_addr_eq(deleter, M::OWN_DELETER))
+            .is_some_and(|deleter| ptr::fn_addr_eq(deleter, M::DELETER))
 }
 
 /// Allocates a header for `owner` and lets `describe` fill it in: one allocation for
@@ -111,7 +126,7 @@ pub(crate) fn is_own<M: Abi>(ptr: NonNull<M>, managed: &M) -> bool {
 ///   references (`ManagedTensor::owner`, for owners whose shared references cannot
 ///   write the data), moved out together with the tensor
 ///   ([`ManagedTensor::into_owner`], which ends the tensor), or dropped by the deleter.
-pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
+pub(crate) unsafe fn build<M: Own, O: Send + 'static>(
     owner: O,
     ndim: usize,
     describe: impl FnOnce(&mut O, &mut [i64], &mut [i64]) -> Result<Desc>,
@@ -168,7 +183,7 @@ pub(crate) unsafe fn build<M: Abi, O: Send + 'static>(
         byte_offset: desc.byte_offset,
     };
     let head = Head {
-        managed: M::new(dl_tensor, desc.flags, base.as_ptr().cast(), M::OWN_DELETER),
+        managed: M::new(dl_tensor, desc.flags, base.as_ptr().cast(), M::DELETER),
         meta: Meta {
             owner_type: type_of::<O>,
             release: release::<M, O>,

@@ -197,6 +197,18 @@ pub trait FromDLPack: Sized {
     }
 }
 
+impl TensorBatch {
+    /// Builds `T` from the tensors it names and removes them, leaving any others in the
+    /// batch: lenient about unexpected tensors only (like `load_state_dict(strict=False)`
+    /// for unexpected keys), where [`FromDLPack::from_dlpack`] refuses them. A tensor
+    /// that `T` needs and the batch lacks is still an error; for a load that reports
+    /// missing tensors too instead of failing, see
+    /// [`FromDLPack::load_dlpack_lenient`].
+    pub fn extract<T: FromDLPack>(&mut self) -> Result<T> {
+        T::from_dlpack_in("", self)
+    }
+}
+
 /// `prefix.name`, or `name` when the prefix is empty.
 pub fn join_name(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {

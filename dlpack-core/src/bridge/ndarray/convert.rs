@@ -17,8 +17,6 @@ use crate::ffi::{
 };
 use crate::tensor::{Desc, ManagedTensor, build};
 
-use super::owned::DLPackArray;
-
 /// Calls `$f::<E>()` for every dimension type an export could have used.
 macro_rules! each_dim {
     ($f:ident) => {
@@ -386,11 +384,6 @@ to_one_tensor! {
     }
 }
 
-to_one_tensor! {
-    /// The tensor it holds.
-    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |array| Ok(array.into_inner()) }
-}
-
 from_one_tensor! {
     /// Our own `Array` export comes back without a copy (same buffer, same layout), and
     /// so does the `Vec<A>` of a [`ManagedTensor::from_buffer`] tensor in standard
@@ -418,11 +411,6 @@ from_one_tensor! {
         },
         load |array, tensor| load_into(array.view_mut(), tensor)
     }
-}
-
-from_one_tensor! {
-    /// Zero-copy: validates and keeps the tensor.
-    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |tensor| Self::new(tensor) }
 }
 
 impl ManagedTensor {

@@ -302,3 +302,13 @@ impl<A: Element, D: Dimension + 'static> TryFrom<ManagedTensor> for DLPackArray<
         Self::new(tensor)
     }
 }
+
+to_one_tensor! {
+    /// The tensor it holds.
+    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |array| Ok(array.into_inner()) }
+}
+
+from_one_tensor! {
+    /// Zero-copy: validates and keeps the tensor.
+    impl[A: Element, D: Dimension + 'static] for DLPackArray<A, D> { |tensor| Self::new(tensor) }
+}

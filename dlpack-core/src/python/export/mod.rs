@@ -21,7 +21,7 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::layout;
-use crate::tensor::{Abi, Desc, ManagedTensor, build};
+use crate::tensor::{Desc, ManagedTensor, Own, build};
 use crate::traits::ToDLPack;
 
 use crate::python::capsule::into_capsule;
@@ -270,7 +270,7 @@ fn versioned_header(object: &Tensor) -> PyResult<ManagedTensor> {
 /// A new header of ABI `M` describing the data of `owner` on `device`, which it keeps
 /// alive.
 #[inline]
-fn header_over<M: Abi>(
+fn header_over<M: Own>(
     owner: Arc<ManagedTensor>,
     device: Device,
     flags: u64,
