@@ -2,10 +2,10 @@
 //! `derive` feature (and `pyo3` for `#[pymodel]`).
 //!
 //! The pipeline: `ast` borrows the input and reads its `#[dlpack(...)]` attributes
-//! (`attr`), `valid` checks them against each other, then `to_dlpack` and `from_dlpack`
-//! generate the impls, with where-clauses from `bound`, inside the anonymous `const` of
-//! `dummy`. Errors are collected in `ctxt`, so that all errors of one input are reported
-//! at once.
+//! (`attr`), `valid` checks them against each other, then `to_dlpack` (with the
+//! `TensorFields` impl of `tensor_fields`) and `from_dlpack` generate the impls, with
+//! where-clauses from `bound`, inside the anonymous `const` of `dummy`. Errors are
+//! collected in `ctxt`, so that all errors of one input are reported at once.
 #![forbid(unsafe_code)]
 
 mod ast;
@@ -15,6 +15,7 @@ mod ctxt;
 mod dummy;
 mod from_dlpack;
 mod pymodel;
+mod tensor_fields;
 mod to_dlpack;
 mod valid;
 
