@@ -16,8 +16,9 @@ use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
 use super::load::{LoadReport, Problems};
+use super::names::{IndexFormatter, join_name};
 use super::select::{Expected, Selection};
-use super::{FromDLPack, ToDLPack, batch_of, join_name, leaf_from, strict_from};
+use super::{FromDLPack, ToDLPack, batch_of, leaf_from, strict_from};
 
 impl ToDLPack for ManagedTensor {
     type Output = ManagedTensor;
@@ -364,18 +365,5 @@ impl<T: FromDLPack> FromDLPack for Box<T> {
         report: &mut LoadReport,
     ) -> Result<()> {
         (**self).load_dlpack_in(prefix, batch, report)
-    }
-}
-
-/// Formats indices into one reused buffer (no allocation per index).
-#[derive(Default)]
-struct IndexFormatter(String);
-
-impl IndexFormatter {
-    fn format(&mut self, i: usize) -> &str {
-        use core::fmt::Write;
-        self.0.clear();
-        let _ = write!(self.0, "{i}");
-        &self.0
     }
 }

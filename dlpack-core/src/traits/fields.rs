@@ -9,6 +9,8 @@ use crate::dtype::DataType;
 use crate::error::Result;
 use crate::tensor::ManagedTensor;
 
+use super::names::{IndexFormatter, is_segment, parse_index, push_segment, split_path};
+
 /// What a path names inside a value ([`TensorFields::find_tensor`]).
 pub enum Found<'a> {
     /// One tensor.
@@ -142,27 +144,6 @@ pub trait TensorFieldsOf<M: ?Sized> {
     }
 }
 
-/// Appends the segment `segment` to the name `name` (with a `.` unless the name is
-/// empty), returning the length to truncate back to.
-pub fn push_segment(name: &mut String, segment: &str) -> usize {
-    let len = name.len();
-    if !name.is_empty() {
-        name.push('.');
-    }
-    name.push_str(segment);
-    len
-}
-
-/// The first segment of `path` and the rest (`"fc1.weight"` is `("fc1", "weight")`,
-/// `"fc1"` is `("fc1", "")`).
-pub fn split_path(path: &str) -> (&str, &str) {
-    // A byte search: names are short, and `.` is ASCII, so the split is on a boundary.
-    match path.bytes().position(|b| b == b'.') {
-        Some(dot) => (&path[..dot], &path[dot + 1..]),
-        None => (path, ""),
-    }
-}
-
 impl<T: TensorFieldsOf<M>, M: ?Sized> TensorFieldsOf<M> for Option<T> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         if let Some(value) = self {
@@ -192,33 +173,21 @@ impl<T: TensorFieldsOf<M> + ?Sized, M: ?Sized> TensorFieldsOf<M> for Box<T> {
     }
 }
 
-/// The item index that a path segment names: decimal digits without a leading zero, as
-/// `Vec` exports name items.
-fn index(segment: &str) -> Option<usize> {
-    if segment.is_empty() || (segment.len() > 1 && segment.starts_with('0')) {
-        return None;
-    }
-    if !segment.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    segment.parse().ok()
-}
-
 impl<T: TensorFieldsOf<M>, M: ?Sized> TensorFieldsOf<M> for Vec<T> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
-        let mut digits = itoa_buffer();
+        let mut digits = IndexFormatter::default();
         for (i, item) in self.iter().enumerate() {
-            let len = push_segment(name, format_index(&mut digits, i));
+            let len = push_segment(name, digits.format(i));
             item.visit_tensors(name, visit);
             name.truncate(len);
         }
     }
     fn find_tensor(&self, path: &str) -> Found<'_> {
-        find_item(path, |head| self.get(index(head)?))
+        find_item(path, |head| self.get(parse_index(head)?))
     }
     fn find_tensor_mut(&mut self, path: &str) -> Option<&mut dyn TensorField> {
         let (head, rest) = split_path(path);
-        self.get_mut(index(head)?)?.find_tensor_mut(rest)
+        self.get_mut(parse_index(head)?)?.find_tensor_mut(rest)
     }
 }
 
@@ -236,24 +205,6 @@ fn find_item<'a, T: TensorFieldsOf<M> + 'a, M: ?Sized>(
         Some(item) => item.find_tensor(rest),
         None => Found::Nothing,
     }
-}
-
-/// Whether `key` can be a name segment: not empty, no `.`.
-fn is_segment(key: &str) -> bool {
-    !key.is_empty() && !key.contains('.')
-}
-
-/// Room for the decimal digits of a `usize`.
-fn itoa_buffer() -> String {
-    String::with_capacity(20)
-}
-
-/// `i` in decimal, written into `buffer`.
-fn format_index(buffer: &mut String, i: usize) -> &str {
-    use std::fmt::Write as _;
-    buffer.clear();
-    let _ = write!(buffer, "{i}");
-    buffer
 }
 
 /// Implements [`TensorFields`] for a map with `String` keys, whose entries are named by

@@ -5,23 +5,28 @@
 //! - `fields`: a value's tensors by reference, by name (a model shared with Python);
 //! - `load`: strict imports and in-place loads that report every problem at once, as
 //!   PyTorch's `load_state_dict` does;
+//! - `names`: how tensors are named (`prefix.field`, `layers.3`, map keys), for every
+//!   container and the model's attributes;
 //! - `select`: what a value takes from a source of named tensors, over the names alone.
 
 mod containers;
 mod fields;
 mod load;
+mod names;
 mod select;
 
 use crate::batch::TensorBatch;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
-pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf, push_segment, split_path};
+pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf};
 pub use load::LoadReport;
 pub use load::Problems;
 pub(crate) use load::strict_from;
 #[cfg(feature = "safetensors")]
 pub(crate) use load::{finish, load_in, merge};
+pub(crate) use names::is_segment;
+pub use names::{join_name, push_segment, split_path};
 pub use select::{Expected, Selection};
 
 /// Export to DLPack.
@@ -206,19 +211,6 @@ impl TensorBatch {
     /// [`FromDLPack::load_dlpack_lenient`].
     pub fn extract<T: FromDLPack>(&mut self) -> Result<T> {
         T::from_dlpack_in("", self)
-    }
-}
-
-/// `prefix.name`, or `name` when the prefix is empty.
-pub fn join_name(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_owned()
-    } else {
-        let mut joined = String::with_capacity(prefix.len() + 1 + name.len());
-        joined.push_str(prefix);
-        joined.push('.');
-        joined.push_str(name);
-        joined
     }
 }
 
