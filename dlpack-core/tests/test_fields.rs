@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use dlpack_core::implement::{Found, TensorField, TensorFields};
 use dlpack_core::{
-    DataType, Error, Found, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2,
-    TensorField, TensorFields, ToDLPack,
+    DataType, Error, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2, ToDLPack,
 };
 use ndarray::{ArcArray1, ArcArray2, Array1, Array2, Ix1, Ix2, arr1, arr2};
 

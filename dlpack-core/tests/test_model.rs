@@ -7,9 +7,8 @@
 
 use std::ffi::CStr;
 
-use dlpack_core::{
-    FromDLPack, SharedArray, SharedArray1, SharedArray2, TensorFields, ToDLPack, pymodel,
-};
+use dlpack_core::implement::TensorFields;
+use dlpack_core::{FromDLPack, SharedArray, SharedArray1, SharedArray2, ToDLPack, pymodel};
 use ndarray::{Array1, Array2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -38,7 +38,8 @@ use super::convert::{export_array, export_copy, export_owner, load_into, stride_
 /// `bool`.
 ///
 /// ```
-/// use dlpack_core::{SharedArray2, TensorField};
+/// use dlpack_core::{SharedArray2};
+/// use dlpack_core::implement::{TensorField};
 /// use ndarray::Array2;
 ///
 /// let mut weight = SharedArray2::from(Array2::<f32>::zeros((2, 3)));
