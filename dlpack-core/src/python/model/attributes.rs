@@ -11,7 +11,7 @@ use pyo3::types::{PyString, PyType};
 use crate::traits::{Found, TensorFields, split_path};
 
 use super::PyModel;
-use super::ops::{Assigned, Entry, Ops, OpsOf, entries, get, set};
+use super::ops::{Entry, Named, Ops, OpsOf, entries, get, set};
 
 #[cfg(doc)]
 use super::ModelView;
@@ -137,12 +137,12 @@ pub fn setattr<T: PyModel>(
     let assigned = if is_segment(&key) {
         set(model, &key, value)?
     } else {
-        Assigned::Nothing
+        Named::Nothing
     };
     match assigned {
-        Assigned::Tensor => Ok(()),
-        Assigned::Group => Err(group_assignment(&key)),
-        Assigned::Nothing => generic_set(model.as_any(), name, Some(value)),
+        Named::Tensor(()) => Ok(()),
+        Named::Group => Err(group_assignment(&key)),
+        Named::Nothing => generic_set(model.as_any(), name, Some(value)),
     }
 }
 

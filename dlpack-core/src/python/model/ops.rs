@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::python::{Tensor, from_dlpack};
-use crate::tensor::ManagedTensor;
 use crate::traits::{Found, TensorField, TensorFields};
 
 use super::state_dict::state_dict_under;
@@ -49,12 +48,17 @@ pub(super) struct Entry {
     pub(super) shape: Vec<usize>,
 }
 
-/// What an assignment found at its path.
-pub(super) enum Assigned {
-    Tensor,
+/// What a path names in a model, as [`Found`] says it, kept past the model's borrow: a
+/// tensor (with what the caller took of it: a share of the field for a lookup, `()` for
+/// an assignment), a group of tensors, or nothing.
+pub(super) enum Named<T> {
+    Tensor(T),
     Group,
     Nothing,
 }
+
+/// What an assignment found at its path.
+pub(super) type Assigned = Named<()>;
 
 /// The tensor, or the group of tensors, that `path` names in the model, as a Python
 /// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
@@ -63,14 +67,14 @@ pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Opti
     let found = {
         let this = model.try_borrow()?;
         match this.find_tensor(path) {
-            Found::Tensor(field) => Lookup::Tensor(field.share()?),
-            Found::Group => Lookup::Group,
-            Found::Nothing => Lookup::Nothing,
+            Found::Tensor(field) => Named::Tensor(field.share()?),
+            Found::Group => Named::Group,
+            Found::Nothing => Named::Nothing,
         }
     };
     Ok(match found {
-        Lookup::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
-        Lookup::Group => Some(
+        Named::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
+        Named::Group => Some(
             Bound::new(
                 py,
                 ModelView::new(
@@ -82,14 +86,8 @@ pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Opti
             .into_any()
             .unbind(),
         ),
-        Lookup::Nothing => None,
+        Named::Nothing => None,
     })
-}
-
-enum Lookup {
-    Tensor(ManagedTensor),
-    Group,
-    Nothing,
 }
 
 /// Replaces the tensor at `path` by `value` (any DLPack producer), checked against the
@@ -103,8 +101,8 @@ pub(super) fn set<T: PyModel>(
         let this = model.try_borrow()?;
         match this.find_tensor(path) {
             Found::Tensor(_) => {}
-            Found::Group => return Ok(Assigned::Group),
-            Found::Nothing => return Ok(Assigned::Nothing),
+            Found::Group => return Ok(Named::Group),
+            Found::Nothing => return Ok(Named::Nothing),
         }
     }
     // Another field's tensor (or this one's): its buffer, shared (tied weights).
@@ -114,7 +112,7 @@ pub(super) fn set<T: PyModel>(
             .find_tensor_mut(path)
             .is_some_and(|field| field.tie(ours.get().tensor()))
         {
-            return Ok(Assigned::Tensor);
+            return Ok(Named::Tensor(()));
         }
     }
     // Imported before the model is borrowed: the import may run Python code.
@@ -125,9 +123,9 @@ pub(super) fn set<T: PyModel>(
             field
                 .replace(tensor)
                 .map_err(|e| PyErr::from(e.in_tensor(path)))?;
-            Ok(Assigned::Tensor)
+            Ok(Named::Tensor(()))
         }
-        None => Ok(Assigned::Nothing),
+        None => Ok(Named::Nothing),
     }
 }
 

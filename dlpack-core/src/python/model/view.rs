@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use crate::traits::{push_segment, split_path};
 
 use super::attributes::{format_entries, group_assignment, is_segment};
-use super::ops::{Assigned, Ops};
+use super::ops::{Named, Ops};
 
 /// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
 /// `m.layers[3]`. Its attributes and items are the group's tensors and subgroups, by
@@ -91,12 +91,12 @@ impl ModelView {
         let assigned = if is_segment(&name) {
             (self.ops.set)(self.root.bind(py), &path, value)?
         } else {
-            Assigned::Nothing
+            Named::Nothing
         };
         match assigned {
-            Assigned::Tensor => Ok(()),
-            Assigned::Group => Err(group_assignment(&path)),
-            Assigned::Nothing => Err(PyAttributeError::new_err(format!(
+            Named::Tensor(()) => Ok(()),
+            Named::Group => Err(group_assignment(&path)),
+            Named::Nothing => Err(PyAttributeError::new_err(format!(
                 "'{}' has no tensor named '{name}'",
                 self.prefix
             ))),
