@@ -127,7 +127,11 @@
 // - `export`: what a `__dlpack__` call asks for, and the header it gets; `tensor` (the
 //   `Tensor` class, and `ManagedTensor`/`TensorBatch` into Python), `fastcall`
 //   (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it), `c_api` (the
-//   producer half: `Tensor`'s C exchange table);
+//   producer half: `Tensor`'s C exchange table); it names nothing of `model`;
+// - `model`: a Rust model as a Python object (`#[pymodel]`), above `export` (its tensors
+//   are `Tensor`s) and `import` (its setters and `load_state_dict` import);
+// - `module`: `add_to_module`, which registers the classes of `export` and `model` in an
+//   extension module, and their typing stubs;
 // - shared leaves: `npyffi` (NumPy's C layout and its API table, found at run time),
 //   `adopt` (the one import policy, which every import path calls), `capsule` (capsule
 //   names, creation, destruction and consumption), `error` (`Error` to the exception
@@ -141,12 +145,14 @@ mod error;
 mod export;
 mod import;
 pub mod model;
+mod module;
 mod npyffi;
 mod trampoline;
 
-pub use export::{MODEL_STUB, TENSOR_STUB, Tensor, add_to_module};
+pub use export::Tensor;
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with};
 pub use model::ModelView;
+pub use module::{MODEL_STUB, TENSOR_STUB, add_to_module};
 
 #[cfg(doc)]
 use crate::{DLPackArray, Error, ManagedTensor, TensorBatch};

@@ -28,7 +28,7 @@ use crate::python::capsule::into_capsule;
 use crate::python::error::{buffer_error, type_name};
 
 pub(super) use c_api::own_table;
-pub use tensor::{MODEL_STUB, TENSOR_STUB, Tensor, add_to_module};
+pub use tensor::Tensor;
 
 /// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
 fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {

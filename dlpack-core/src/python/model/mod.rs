@@ -1,0 +1,129 @@
+//! A Rust model as a Python object: the methods that [`pymodel`](crate::pymodel) adds
+//! to a `#[pymethods]` block (attributes, setters, `state_dict`, `load_state_dict`,
+//! `__repr__`, `__dir__`), and [`ModelView`], the object for a group of a model's
+//! tensors (`m.fc1`, `m.layers`, `m.layers[3]`).
+//!
+//! An extension that writes its methods by hand calls these functions from its own
+//! `#[pymethods]` block: each takes the model object as `&Bound<'_, T>`.
+//!
+//! Names: an attribute is one segment of a tensor's name (`m.fc1.weight`, never
+//! `getattr(m, "fc1.weight")`); a `Vec`'s items and a map's entries are indexed
+//! (`m.layers[3]`, `m.layers[-1]`, `m.heads["q"]`; an attribute works for a map key that
+//! is an identifier). The class's own attributes win: a field named like a method of the
+//! class is reached through `state_dict()`. The first read of each of the struct's own
+//! field names makes it an attribute of the class (a [`TensorAttribute`]), so later
+//! reads are one lookup.
+//!
+//! # The sharing rule
+//!
+//! A model's tensor fields are [`SharedArray`](crate::SharedArray)s (see
+//! [`TensorFields`]), and a tensor read from Python shares the field's buffer:
+//!
+//! - **Python's views are writable and write the struct**: `m.fc1.weight`, and every
+//!   tensor of `m.state_dict()`, is the field's own memory, without a copy, so an
+//!   in-place Python write (an optimizer step, `p -= lr * p.grad` under
+//!   `torch.no_grad()`, a `load_state_dict(sd, assign=True)` module's training) is what
+//!   the next Rust method reads. Read-only views would not hold: PyTorch ignores the
+//!   DLPack read-only flag and imports every tensor writable. (A JAX array of a field,
+//!   which JAX takes as immutable, changes with such writes too; `bool` fields are
+//!   handed out as copies, since Python could store bytes that are no `bool`.)
+//! - **Rust writes copy first while Python holds a view (copy-on-write)**: a `&mut self`
+//!   method that writes a field (`view_mut`, `mapv_inplace`, indexing, ...), a setter,
+//!   and `load_state_dict` give a field that Python still views a fresh buffer before
+//!   writing (`SharedArray::view_mut` does it), so Rust never holds a `&mut` over
+//!   memory a Python view reaches. The views keep the old buffer and its old values,
+//!   and no longer see the struct: read the attributes again after a Rust write. A field
+//!   that no view reaches is written in place, with no copy. Two fields tied by a setter
+//!   (`m.a.weight = m.b.weight`) share one buffer until either is written from Rust.
+//! - **Python's writes reach the field, and only what shares its buffer on purpose**:
+//!   the fields tied to it, and Rust handles made from its shares
+//!   ([`TensorField::share`], a `DLPackArray` of one); never a clone (`Clone` copies
+//!   the elements), so a value that Rust code keeps elsewhere, or sends to another
+//!   thread, never changes under it.
+//! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
+//!   field, reloads the struct, drops the object): it holds a reference to the buffer.
+//! - **Python writing while Rust reads is a data race**: a Rust method reads the
+//!   fields as a shared import is read (see [the import safety
+//!   guide](crate::guide::import_safety)). If Python writes the same tensor while the
+//!   method holds a view of it, Rust's `&[A]` is written behind its back: a data race,
+//!   undefined behaviour in Rust (not merely "a mix of old and new values": the
+//!   compiler may assume the slice never changes), reachable from safe code on both
+//!   sides, and one the crate cannot prevent, since the write is NumPy's or PyTorch's,
+//!   through its own view. Two triggers:
+//!   - **another thread**: Python code writes the tensor (`np.add(w, 1, out=w)`, an
+//!     optimizer step) while the method runs on another thread: a NumPy or PyTorch
+//!     kernel releases the interpreter lock, a method that releases it
+//!     (`py.detach`) lets any Python thread run, and a free-threaded build has no lock
+//!     at all;
+//!   - **the method's own Python calls**: a callback, or any Python allocation (a
+//!     returned list, a `PyFloat`), which can start a garbage collection whose
+//!     finalizers (`__del__`, weak-reference callbacks) run arbitrary Python code,
+//!     that code writing the tensor.
+//!
+//!   The pattern that avoids both: Python writes a model's tensors only while no method
+//!   of the model runs, by running them on one thread or holding one `threading.Lock`
+//!   around the optimizer step and the model's calls, or writes them through the
+//!   model's own setters and `load_state_dict` (Rust writes, which PyO3 never runs
+//!   beside another method of the object); and a method reads its views, drops them,
+//!   then builds its Python results and calls its callbacks. Copying a field first
+//!   (`to_owned`) does not help against another thread: the copy is a read too.
+//!   (Why nothing enforces it: the writer is another framework's view, which holds no
+//!   lock of the crate's and calls none of its code; PyO3's borrow flags guard only
+//!   the model's own methods.)
+//!   Rust methods of one object exclude each other as PyO3 arranges: a `&mut self`
+//!   method while any other method of the object runs is PyO3's "already borrowed"
+//!   `RuntimeError`, never two handles of which one is `&mut` (so is a Python read of
+//!   the model while a `&mut self` method that released the interpreter runs). On a
+//!   free-threaded build, where threads run at once, that error comes whenever a
+//!   `&mut self` call meets any other call of the same object, instead of only where
+//!   one released the interpreter: serialize the calls that write (a lock in Python)
+//!   where they may meet.
+//!
+//! Call [`add_to_module`](super::add_to_module) in the extension's module: it adds
+//! [`ModelView`] and `IncompatibleKeys` under the module's name. Put `#[pymodel]`
+//! above `#[pymethods]` (PyO3 expands the attributes in order).
+
+// Layout of this module, by concern:
+//
+// - `ops`: the type-erasure core, a model class's operations as plain functions (`Ops`),
+//   through which the classes shared by every model (`ModelView`, `TensorAttribute`)
+//   reach it; the lookup, assignment and listing of tensors by name;
+// - `attributes`: the attribute protocol of a model (`getattr`, `setattr`, `delattr`,
+//   `dir`, `repr`) and the class attributes it installs (`TensorAttribute`);
+// - `state_dict`: `state_dict` and `load_state_dict` in PyTorch's wording, and the
+//   `IncompatibleKeys` named tuple;
+// - `view`: `ModelView`, a group of a model's tensors.
+
+mod attributes;
+mod ops;
+mod state_dict;
+mod view;
+
+use pyo3::PyClass;
+
+use crate::batch::TensorBatch;
+use crate::traits::{FromDLPack, TensorFields};
+
+pub use attributes::{TensorAttribute, delattr, dir, getattr, repr, setattr};
+pub(crate) use state_dict::incompatible_keys;
+pub use state_dict::{load_state_dict, state_dict};
+pub use view::ModelView;
+
+#[cfg(doc)]
+use crate::traits::TensorField;
+
+/// What a model class needs: a `#[pyclass]` (not `frozen`) whose tensors Python can
+/// share ([`TensorFields`]) and that loads a `state_dict` ([`FromDLPack`], derived).
+pub trait PyModel:
+    PyClass<Frozen = pyo3::pyclass::boolean_struct::False>
+    + TensorFields
+    + FromDLPack<Input = TensorBatch>
+{
+}
+
+impl<T> PyModel for T where
+    T: PyClass<Frozen = pyo3::pyclass::boolean_struct::False>
+        + TensorFields
+        + FromDLPack<Input = TensorBatch>
+{
+}

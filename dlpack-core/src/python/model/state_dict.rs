@@ -1,0 +1,221 @@
+//! `state_dict` and `load_state_dict`, in PyTorch's wording, and the named tuple
+//! `IncompatibleKeys` that `load_state_dict` returns.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+
+use crate::batch::TensorBatch;
+use crate::error::Error;
+use crate::traits::Found;
+
+use crate::python::from_dlpack;
+
+use super::PyModel;
+use super::ops::visit_under;
+
+#[cfg(doc)]
+use crate::python::Tensor;
+
+/// The tensors under `under` (all of them for `""`), named relative to it with `prefix`
+/// before each, in a `dict`, sharing the fields' memory.
+pub(super) fn state_dict_under<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    under: &str,
+    prefix: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let py = model.py();
+    let mut tensors = Vec::new();
+    {
+        let this = model.try_borrow()?;
+        let mut failed = None;
+        visit_under(&*this, under, &mut |name, field| {
+            if failed.is_some() {
+                return;
+            }
+            match field.share() {
+                Ok(tensor) => {
+                    let mut key = String::with_capacity(prefix.len() + name.len());
+                    key.push_str(prefix);
+                    key.push_str(name);
+                    tensors.push((key, tensor));
+                }
+                Err(e) => failed = Some(e.in_tensor(name)),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+    }
+    let dict = PyDict::new(py);
+    for (key, tensor) in tensors {
+        dict.set_item(key, tensor)?;
+    }
+    Ok(dict)
+}
+
+/// `model.state_dict(prefix="")`: a `dict` of every tensor by its `state_dict` name
+/// (with `prefix` before each), each a [`Tensor`] sharing the field's
+/// memory, in the order [`ToDLPack`](crate::ToDLPack) exports them.
+/// `torch.from_dlpack` of each is a PyTorch `state_dict` over the same memory.
+pub fn state_dict<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    prefix: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    state_dict_under(model, "", prefix)
+}
+
+/// `model.load_state_dict(state_dict, strict=True)`, with PyTorch's semantics and
+/// wording: every tensor of the model is loaded from the entry of its name (any DLPack
+/// producer: PyTorch, NumPy, JAX, ...), into the field's own buffer when no Python view
+/// holds it, else into a fresh one (copy-on-write, the [sharing rule](super)): tensors
+/// taken from the model before, and a PyTorch optimizer over them, then keep the old
+/// buffer; read them again, or load through a module whose parameters are the model's
+/// tensors (`module.load_state_dict(sd)`, which copies into them in place). The tensors
+/// that fit are loaded even when others do not; a value that is no DLPack tensor, under
+/// a name the model has, is an error before anything is loaded. With
+/// `strict=True`, missing and unexpected names are a `RuntimeError` worded as PyTorch
+/// words it (`Error(s) in loading state_dict for Mlp: ...`); with `strict=False` they
+/// are returned, as PyTorch's named tuple `(missing_keys, unexpected_keys)`. A tensor
+/// whose shape differs from its field's is an error either way (PyTorch's
+/// `size mismatch for ...`), and so is one of another dtype (PyTorch converts the
+/// dtype; this crate does not guess).
+pub fn load_state_dict<'py, T: PyModel>(
+    model: &Bound<'py, T>,
+    state_dict: &Bound<'py, PyAny>,
+    strict: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = model.py();
+    // The entries, then which of them name a tensor of the model (as PyTorch does, any
+    // other key is unexpected, whatever its value), then the imports of those: all before
+    // the model is borrowed to load, since iterating and importing run Python code.
+    let mapping = state_dict.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "Expected state_dict to be dict-like, got {}.",
+            state_dict
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    let mut entries: Vec<(String, Bound<'py, PyAny>)> = Vec::new();
+    for item in mapping.items()?.try_iter()? {
+        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
+        let key = key.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a state_dict's keys are str, not {}",
+                key.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        entries.push((key.to_cow()?.into_owned(), value));
+    }
+    let known: Vec<bool> = {
+        let this = model.try_borrow()?;
+        entries
+            .iter()
+            .map(|(key, _)| matches!(this.find_tensor(key), Found::Tensor(_)))
+            .collect()
+    };
+    let mut batch = TensorBatch::new();
+    let mut unknown = Vec::new();
+    for ((key, value), known) in entries.into_iter().zip(known) {
+        if known {
+            batch.insert(&key, from_dlpack(&value)?)?;
+        } else {
+            unknown.push(key);
+        }
+    }
+    let class = model.as_any().get_type().name()?.to_string();
+    let result = {
+        let mut this = model.try_borrow_mut()?;
+        this.load_dlpack_lenient(batch)
+    };
+    let (missing, mut unexpected, failed) = match result {
+        Ok(report) => (report.missing, report.unexpected, Vec::new()),
+        Err(Error::StateDict {
+            missing,
+            unexpected,
+            failed,
+        }) => (missing, unexpected, failed),
+        Err(other) => return Err(other.into()),
+    };
+    unknown.append(&mut unexpected);
+    let unexpected = unknown;
+    let mut messages = Vec::new();
+    if strict {
+        if !missing.is_empty() {
+            messages.push(format!(
+                "Missing key(s) in state_dict: {}. ",
+                quoted(&missing)
+            ));
+        }
+        if !unexpected.is_empty() {
+            messages.push(format!(
+                "Unexpected key(s) in state_dict: {}. ",
+                quoted(&unexpected)
+            ));
+        }
+    }
+    for error in &failed {
+        messages.push(failure_message(error));
+    }
+    if !messages.is_empty() {
+        return Err(PyRuntimeError::new_err(format!(
+            "Error(s) in loading state_dict for {class}:\n\t{}",
+            messages.join("\n\t")
+        )));
+    }
+    let keys = incompatible_keys(py)?;
+    keys.call1((PyList::new(py, missing)?, PyList::new(py, unexpected)?))
+}
+
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(", ")
+}
+
+/// One tensor's failure in PyTorch's words where PyTorch has them (a shape).
+fn failure_message(error: &Error) -> String {
+    match error {
+        Error::Tensor { name, error } => match error.root() {
+            Error::ShapeMismatch { expected, found } => format!(
+                "size mismatch for {name}: copying a param with shape {} from checkpoint, \
+                 the shape in current model is {}.",
+                shape_text(found),
+                shape_text(expected)
+            ),
+            root => format!("{name}: {}", crate::python::error::python_message(root)),
+        },
+        other => crate::python::error::python_message(other),
+    }
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    let items: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The named tuple `IncompatibleKeys(missing_keys, unexpected_keys)`, as PyTorch's
+/// `load_state_dict` returns it, made once.
+pub(crate) fn incompatible_keys(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Ok(CLASS
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            let namedtuple = py
+                .import(intern!(py, "collections"))?
+                .getattr("namedtuple")?;
+            let class = namedtuple.call1((
+                "IncompatibleKeys",
+                PyTuple::new(py, ["missing_keys", "unexpected_keys"])?,
+            ))?;
+            class.setattr("__module__", "dlpack_core")?;
+            Ok(class.unbind())
+        })?
+        .bind(py))
+}

@@ -1,0 +1,189 @@
+//! [`ModelView`], a group of a model's tensors as a Python object.
+
+use std::collections::BTreeSet;
+
+use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyList, PyString};
+
+use crate::traits::{push_segment, split_path};
+
+use super::attributes::{format_entries, group_assignment, is_segment};
+use super::ops::{Named, Ops};
+
+/// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
+/// `m.layers[3]`. Its attributes and items are the group's tensors and subgroups, by
+/// name (`m.fc1.weight`) or by index and key (`m.layers[3]`, `m.layers[-1]`,
+/// `m.heads["q"]`); it has `len`, iteration over its members in `state_dict` order,
+/// `state_dict(prefix="")` (names relative to the group, as a PyTorch submodule's),
+/// `dir` and `repr`, and tensor setters, as the model itself. It refers to the model
+/// object, never to a Rust field: what it reads is the model's current struct.
+#[pyclass(module = "dlpack_core", name = "ModelView", frozen)]
+pub struct ModelView {
+    root: Py<PyAny>,
+    prefix: String,
+    ops: &'static Ops,
+}
+
+impl ModelView {
+    /// The group under `prefix` of the model object `root`, of the class whose
+    /// operations are `ops`.
+    pub(super) fn new(root: Py<PyAny>, prefix: String, ops: &'static Ops) -> Self {
+        Self { root, prefix, ops }
+    }
+
+    fn path(&self, name: &str) -> String {
+        let mut path = self.prefix.clone();
+        push_segment(&mut path, name);
+        path
+    }
+
+    /// The distinct first segments of the group's tensor names, in order.
+    fn members(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let entries = (self.ops.entries)(self.root.bind(py), &self.prefix)?;
+        let mut seen = BTreeSet::new();
+        let mut members = Vec::new();
+        for entry in &entries {
+            let head = split_path(&entry.name).0;
+            if seen.insert(head.to_owned()) {
+                members.push(head.to_owned());
+            }
+        }
+        Ok(members)
+    }
+
+    fn member(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
+        if !is_segment(name) {
+            return Ok(None);
+        }
+        (self.ops.get)(self.root.bind(py), &self.path(name))
+    }
+}
+
+#[pymethods]
+impl ModelView {
+    fn __getattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let Ok(key) = name.to_cow() else {
+            return Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor or group named {}",
+                this.prefix,
+                name.repr()?
+            )));
+        };
+        match this.member(slf.py(), &key)? {
+            Some(found) => Ok(found),
+            None => Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor or group named '{key}'",
+                this.prefix
+            ))),
+        }
+    }
+
+    fn __setattr__(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyString>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let name = name.to_cow()?;
+        let path = self.path(&name);
+        let assigned = if is_segment(&name) {
+            (self.ops.set)(self.root.bind(py), &path, value)?
+        } else {
+            Named::Nothing
+        };
+        match assigned {
+            Named::Tensor(()) => Ok(()),
+            Named::Group => Err(group_assignment(&path)),
+            Named::Nothing => Err(PyAttributeError::new_err(format!(
+                "'{}' has no tensor named '{name}'",
+                self.prefix
+            ))),
+        }
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.root)
+    }
+
+    fn __delattr__(&self, name: &Bound<'_, PyString>) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "cannot delete '{}': a model's tensors are fields of its Rust struct",
+            self.path(&name.to_cow()?)
+        )))
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let name = if key.is_instance_of::<PyInt>() {
+            // An item's index is its name (a `Vec` of `Option`s may skip some); a negative
+            // index counts from one past the last item.
+            let members = self.members(py)?;
+            let end = members
+                .iter()
+                .filter_map(|m| m.parse::<usize>().ok())
+                .max()
+                .map_or(0, |last| last.saturating_add(1));
+            let resolved = key.extract::<isize>().ok().and_then(|index| {
+                let i = if index < 0 {
+                    index.checked_add_unsigned(end)?
+                } else {
+                    index
+                };
+                usize::try_from(i).ok()
+            });
+            let found = match resolved {
+                Some(i) => self.member(py, &i.to_string())?,
+                None => None,
+            };
+            return found.ok_or_else(|| {
+                PyIndexError::new_err(format!(
+                    "index {key} out of range for '{}' ({end} items)",
+                    self.prefix
+                ))
+            });
+        } else if let Ok(key) = key.cast::<PyString>() {
+            key.to_cow()?.into_owned()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "'{}' is indexed by int or str, not {}",
+                self.prefix,
+                key.get_type().name()?
+            )));
+        };
+        self.member(py, &name)?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{}.{name}", self.prefix)))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.members(py)?.len())
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut items = Vec::new();
+        for name in self.members(py)? {
+            if let Some(item) = self.member(py, &name)? {
+                items.push(item);
+            }
+        }
+        Ok(PyList::new(py, items)?.try_iter()?.into_any().unbind())
+    }
+
+    fn __dir__(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let mut names: BTreeSet<String> = ["state_dict".to_owned()].into();
+        names.extend(self.members(py)?);
+        Ok(names.into_iter().collect())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let entries = (self.ops.entries)(self.root.bind(py), &self.prefix)?;
+        Ok(format_entries(&self.prefix, &entries))
+    }
+
+    /// The group's tensors by name relative to the group (`weight` for `m.fc1`), with
+    /// `prefix` before each, sharing the fields' memory.
+    #[pyo3(signature = (*, prefix = String::new()))]
+    fn state_dict<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyDict>> {
+        (self.ops.state_dict)(self.root.bind(py), &self.prefix, &prefix)
+    }
+}
