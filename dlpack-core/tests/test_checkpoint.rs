@@ -13,10 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use dlpack_core::implement::{Expected, Selection};
 use dlpack_core::safetensors::{Checkpoint, ReadOptions};
-use dlpack_core::{
-    DataType, Error, Expected, FromDLPack, ManagedTensor, Selection, TensorBatch, ToDLPack,
-};
+use dlpack_core::{DataType, Error, FromDLPack, ManagedTensor, TensorBatch, ToDLPack};
 use half::{bf16, f16};
 use ndarray::{Array1, Array2, ArrayD, Ix1, Ix2};
 

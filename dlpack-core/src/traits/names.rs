@@ -38,7 +38,9 @@ pub fn split_path(path: &str) -> (&str, &str) {
     }
 }
 
-/// Whether `key` can be a name segment (a map key, an attribute): not empty, no `.`.
+/// Whether `key` can be one segment of a tensor name: not empty, no `.` (a map key
+/// that holds one is left out; an attribute names one field, item or key, so
+/// `getattr(m, "fc1.weight")` is not `m.fc1.weight`).
 pub(crate) fn is_segment(key: &str) -> bool {
     !key.is_empty() && !key.contains('.')
 }

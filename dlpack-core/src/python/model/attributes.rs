@@ -15,6 +15,7 @@ use super::ops::{Entry, Named, Ops, OpsOf, entries, get, set};
 
 #[cfg(doc)]
 use super::ModelView;
+use crate::traits::is_segment;
 #[cfg(doc)]
 use crate::{TensorField, python::Tensor};
 
@@ -116,12 +117,6 @@ impl TensorAttribute {
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         visit.call(&self.class)
     }
-}
-
-/// Whether `name` can be one segment of a tensor name: not empty, no `.` (an attribute
-/// names one field, item or key; `getattr(m, "fc1.weight")` is not `m.fc1.weight`).
-pub(super) fn is_segment(name: &str) -> bool {
-    !name.is_empty() && !name.contains('.')
 }
 
 /// `setattr(model, name, value)`: a tensor field takes any DLPack producer's tensor

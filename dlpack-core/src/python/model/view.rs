@@ -6,9 +6,10 @@ use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 
+use crate::traits::is_segment;
 use crate::traits::{push_segment, split_path};
 
-use super::attributes::{format_entries, group_assignment, is_segment};
+use super::attributes::{format_entries, group_assignment};
 use super::ops::{Named, Ops};
 
 /// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
