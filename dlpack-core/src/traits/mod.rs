@@ -25,6 +25,7 @@ pub use load::Problems;
 pub(crate) use load::strict_from;
 #[cfg(feature = "safetensors")]
 pub(crate) use load::{finish, load_in, merge};
+#[cfg(feature = "pyo3")]
 pub(crate) use names::is_segment;
 pub use names::{join_name, push_segment, split_path};
 pub use select::{Expected, Selection};

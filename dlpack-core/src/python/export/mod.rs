@@ -1,9 +1,6 @@
 //! One `__dlpack__` call: what it asks for ([`Request`]), and the header it gets (over
 //! the tensor's own data, or over a copy).
 
-mod c_api;
-#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
-mod fastcall;
 mod tensor;
 
 use std::sync::Arc;
@@ -27,8 +24,8 @@ use crate::traits::ToDLPack;
 use crate::python::capsule::into_capsule;
 use crate::python::error::{buffer_error, type_name};
 
-pub(super) use c_api::own_table;
 pub use tensor::Tensor;
+pub(super) use tensor::own_table;
 
 /// A `(a, b)` argument of `__dlpack__`: anything else is a `TypeError`, as in NumPy.
 fn pair<'py, T: FromPyObjectOwned<'py>>(arg: &Bound<'py, PyAny>) -> PyResult<(T, T)> {

@@ -2,7 +2,6 @@
 //! and the class attributes that its first reads install ([`TensorAttribute`]).
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
@@ -11,7 +10,8 @@ use pyo3::types::{PyString, PyType};
 use crate::traits::{Found, TensorFields, split_path};
 
 use super::PyModel;
-use super::ops::{Entry, Named, Ops, OpsOf, entries, get, set};
+use super::ops::{Named, entries, format_entries, group_assignment, set};
+use super::{ModelView, Ops, OpsOf};
 
 #[cfg(doc)]
 use super::ModelView;
@@ -163,13 +163,6 @@ fn generic_set(
     Ok(())
 }
 
-pub(super) fn group_assignment(path: &str) -> PyErr {
-    PyTypeError::new_err(format!(
-        "cannot assign to '{path}': it is a group of tensors; assign its tensors one by one, \
-         or load them with load_state_dict"
-    ))
-}
-
 /// `del model.name`: a model's tensors and groups cannot be deleted (`TypeError`); any
 /// other name goes to `object.__delattr__`.
 pub fn delattr<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyResult<()> {
@@ -211,16 +204,32 @@ pub fn repr<T: PyModel>(model: &Bound<'_, T>) -> PyResult<String> {
     Ok(format_entries(&name, &entries(model, "")?))
 }
 
-pub(super) fn format_entries(name: &str, entries: &[Entry]) -> String {
-    let mut out = String::new();
-    out.push_str(name);
-    out.push('(');
-    for entry in entries {
-        let _ = write!(out, "\n  {}: {}{:?},", entry.name, entry.dtype, entry.shape);
-    }
-    if !entries.is_empty() {
-        out.push('\n');
-    }
-    out.push(')');
-    out
+/// The tensor, or the group of tensors, that `path` names in the model, as a Python
+/// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
+pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
+    let py = model.py();
+    let found = {
+        let this = model.try_borrow()?;
+        match this.find_tensor(path) {
+            Found::Tensor(field) => Named::Tensor(field.share()?),
+            Found::Group => Named::Group,
+            Found::Nothing => Named::Nothing,
+        }
+    };
+    Ok(match found {
+        Named::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
+        Named::Group => Some(
+            Bound::new(
+                py,
+                ModelView::new(
+                    model.clone().into_any().unbind(),
+                    path.to_owned(),
+                    &OpsOf::<T>::OPS,
+                ),
+            )?
+            .into_any()
+            .unbind(),
+        ),
+        Named::Nothing => None,
+    })
 }

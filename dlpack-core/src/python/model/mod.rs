@@ -100,6 +100,8 @@ mod state_dict;
 mod view;
 
 use pyo3::PyClass;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::batch::TensorBatch;
 use crate::traits::{FromDLPack, TensorFields};
@@ -126,4 +128,34 @@ impl<T> PyModel for T where
         + TensorFields
         + FromDLPack<Input = TensorBatch>
 {
+}
+
+/// A tensor or a group found by name, as a Python object; `None` when there is none.
+type Member = PyResult<Option<Py<PyAny>>>;
+
+/// The operations of one model class, for the [`ModelView`]s of its groups (which are
+/// of one Python class for every model, so they reach the model through these).
+struct Ops {
+    get: fn(&Bound<'_, PyAny>, &str) -> Member,
+    set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<ops::Assigned>,
+    entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<ops::Entry>>,
+    state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
+}
+
+/// One class's [`Ops`], made by the compiler once per class.
+struct OpsOf<T>(core::marker::PhantomData<T>);
+
+impl<T: PyModel> OpsOf<T> {
+    const OPS: Ops = Ops {
+        get: |root, path| attributes::get::<T>(cast::<T>(root)?, path),
+        set: |root, path, value| ops::set::<T>(cast::<T>(root)?, path, value),
+        entries: |root, prefix| ops::entries::<T>(cast::<T>(root)?, prefix),
+        state_dict: |root, under, prefix| {
+            state_dict::state_dict_under::<T>(cast::<T>(root)?, under, prefix)
+        },
+    };
+}
+
+fn cast<'a, 'py, T: PyModel>(root: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, T>> {
+    Ok(root.cast::<T>()?)
 }

@@ -1,45 +1,17 @@
-//! The type-erasure core: the operations of one model class as plain functions
-//! ([`Ops`]), through which the Python classes shared by every model class
-//! ([`ModelView`], [`TensorAttribute`](super::TensorAttribute)) reach a model; and the
-//! lookup, assignment and listing of a model's tensors by name that they run.
+//! The core under the model's Python classes: what a path names in a model
+//! ([`Named`]), the assignment and listing of its tensors by name, and the texts they
+//! share. It names none of the classes (the table of one model class's operations,
+//! [`Ops`](super::Ops), is the module's own).
 
+use std::fmt::Write as _;
+
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::python::{Tensor, from_dlpack};
 use crate::traits::{Found, TensorField, TensorFields};
 
-use super::state_dict::state_dict_under;
-use super::{ModelView, PyModel};
-
-/// A tensor or a group found by name, as a Python object; `None` when there is none.
-pub(super) type Member = PyResult<Option<Py<PyAny>>>;
-
-/// The operations of one model class, for the [`ModelView`]s of its groups (which are
-/// of one Python class for every model, so they reach the model through these).
-pub(super) struct Ops {
-    pub(super) get: fn(&Bound<'_, PyAny>, &str) -> Member,
-    pub(super) set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<Assigned>,
-    pub(super) entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<Entry>>,
-    pub(super) state_dict:
-        for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
-}
-
-/// One class's [`Ops`], made by the compiler once per class.
-pub(super) struct OpsOf<T>(core::marker::PhantomData<T>);
-
-impl<T: PyModel> OpsOf<T> {
-    pub(super) const OPS: Ops = Ops {
-        get: |root, path| get::<T>(cast::<T>(root)?, path),
-        set: |root, path, value| set::<T>(cast::<T>(root)?, path, value),
-        entries: |root, prefix| entries::<T>(cast::<T>(root)?, prefix),
-        state_dict: |root, under, prefix| state_dict_under::<T>(cast::<T>(root)?, under, prefix),
-    };
-}
-
-fn cast<'a, 'py, T: PyModel>(root: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, T>> {
-    Ok(root.cast::<T>()?)
-}
+use super::PyModel;
 
 /// A tensor's name, dtype and shape.
 pub(super) struct Entry {
@@ -59,36 +31,6 @@ pub(super) enum Named<T> {
 
 /// What an assignment found at its path.
 pub(super) type Assigned = Named<()>;
-
-/// The tensor, or the group of tensors, that `path` names in the model, as a Python
-/// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
-pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
-    let py = model.py();
-    let found = {
-        let this = model.try_borrow()?;
-        match this.find_tensor(path) {
-            Found::Tensor(field) => Named::Tensor(field.share()?),
-            Found::Group => Named::Group,
-            Found::Nothing => Named::Nothing,
-        }
-    };
-    Ok(match found {
-        Named::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
-        Named::Group => Some(
-            Bound::new(
-                py,
-                ModelView::new(
-                    model.clone().into_any().unbind(),
-                    path.to_owned(),
-                    &OpsOf::<T>::OPS,
-                ),
-            )?
-            .into_any()
-            .unbind(),
-        ),
-        Named::Nothing => None,
-    })
-}
 
 /// Replaces the tensor at `path` by `value` (any DLPack producer), checked against the
 /// field (dtype, rank, shape, a CPU-accessible device).
@@ -157,4 +99,25 @@ pub(super) fn visit_under<T: TensorFields + ?Sized>(
             f(rest, field);
         }
     });
+}
+
+pub(super) fn group_assignment(path: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "cannot assign to '{path}': it is a group of tensors; assign its tensors one by one, \
+         or load them with load_state_dict"
+    ))
+}
+
+pub(super) fn format_entries(name: &str, entries: &[Entry]) -> String {
+    let mut out = String::new();
+    out.push_str(name);
+    out.push('(');
+    for entry in entries {
+        let _ = write!(out, "\n  {}: {}{:?},", entry.name, entry.dtype, entry.shape);
+    }
+    if !entries.is_empty() {
+        out.push('\n');
+    }
+    out.push(')');
+    out
 }

@@ -9,8 +9,8 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use crate::traits::is_segment;
 use crate::traits::{push_segment, split_path};
 
-use super::attributes::{format_entries, group_assignment};
-use super::ops::{Named, Ops};
+use super::Ops;
+use super::ops::{Named, format_entries, group_assignment};
 
 /// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
 /// `m.layers[3]`. Its attributes and items are the group's tensors and subgroups, by

@@ -25,8 +25,8 @@ use crate::python::adopt::{Allocation, adopt};
 use crate::python::error::type_name;
 use crate::python::trampoline::trampoline;
 
-use super::tensor::Tensor;
-use super::versioned_header;
+use super::super::versioned_header;
+use super::Tensor;
 
 /// Our table, immutable and alive as long as the process.
 struct OwnTable(DLPackExchangeAPI);

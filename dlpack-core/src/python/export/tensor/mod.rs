@@ -1,6 +1,12 @@
 //! The [`Tensor`] class: a [`ManagedTensor`] as a Python object with `__dlpack__`, and
 //! [`ManagedTensor`] / [`TensorBatch`] into Python.
 
+mod c_api;
+#[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
+mod fastcall;
+
+pub(in crate::python) use c_api::own_table;
+
 use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::PyValueError;
@@ -233,7 +239,7 @@ impl Tensor {
     #[classattr]
     #[pyo3(name = "__dlpack__")]
     fn dlpack_method(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        super::fastcall::method_descriptor(py)
+        fastcall::method_descriptor(py)
     }
 
     /// Exports the tensor as a DLPack capsule (Python array API `__dlpack__`). The
@@ -261,7 +267,7 @@ impl Tensor {
     #[classattr]
     #[pyo3(name = "__dlpack_c_exchange_api__")]
     fn dlpack_c_exchange_api(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        super::c_api::table_capsule(py)
+        c_api::table_capsule(py)
     }
 
     /// NumPy's conversion protocol (`np.asarray(t)`, `np.array(t)`, and whatever

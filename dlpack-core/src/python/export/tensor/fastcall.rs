@@ -17,8 +17,8 @@ use pyo3::{PyTypeInfo, ffi};
 
 use crate::python::trampoline::trampoline;
 
-use super::tensor::Tensor;
-use super::{DlpackArgs, export};
+use super::super::{DlpackArgs, export};
+use super::Tensor;
 
 /// The docstring of `Tensor.__dlpack__`, led by the text signature that `inspect` reads.
 const DLPACK_DOC: &CStr =
