@@ -155,8 +155,8 @@ pub use traits::{FromDLPack, LoadReport, ToDLPack};
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use bridge::ndarray::{
-    DLPackArray, SharedArray, SharedArray0, SharedArray1, SharedArray2, SharedArray3, SharedArray4,
-    SharedArray5, SharedArray6, SharedArrayD,
+    DLPackArray, Parameter, Parameter0, Parameter1, Parameter2, Parameter3, Parameter4, Parameter5,
+    Parameter6, ParameterD,
 };
 
 /// The `ndarray` this crate is built against, re-exported so that versions match.
@@ -199,7 +199,7 @@ pub use dlpack_derive::FromDLPack;
 
 /// A Rust model as a Python object: put `#[pymodel]` above the `#[pymethods]` block of
 /// a `#[pyclass]` struct that derives [`ToDLPack`](derive@ToDLPack) and
-/// [`FromDLPack`](derive@FromDLPack), and keeps its arrays as [`SharedArray`]s.
+/// [`FromDLPack`](derive@FromDLPack), and keeps its arrays as [`Parameter`]s.
 ///
 /// The class then has, beside the block's own methods:
 ///
@@ -225,13 +225,13 @@ pub use dlpack_derive::FromDLPack;
 #[cfg_attr(not(feature = "safetensors"), doc = "```ignore")]
 /// use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
 /// use ndarray::Ix1;
-/// use dlpack_core::{SharedArray1, SharedArray2};
+/// use dlpack_core::{Parameter1, Parameter2};
 /// use pyo3::prelude::*;
 ///
 /// #[derive(ToDLPack, FromDLPack)]
 /// struct Linear {
-///     weight: SharedArray2<f32>,
-///     bias: SharedArray1<f32>,
+///     weight: Parameter2<f32>,
+///     bias: Parameter1<f32>,
 /// }
 ///
 /// #[pyclass]

@@ -8,19 +8,19 @@ use std::collections::BTreeMap;
 
 use dlpack_core::implement::{Found, TensorField, TensorFields};
 use dlpack_core::{
-    DataType, Error, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2, ToDLPack,
+    DataType, Error, FromDLPack, ManagedTensor, Parameter, Parameter1, Parameter2, ToDLPack,
 };
 use ndarray::{ArcArray1, ArcArray2, Array1, Array2, Ix1, Ix2, arr1, arr2};
 
 #[derive(ToDLPack, FromDLPack)]
 struct Linear {
-    weight: SharedArray2<f32>,
-    bias: SharedArray1<f32>,
+    weight: Parameter2<f32>,
+    bias: Parameter1<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
 struct Norm {
-    scale: SharedArray1<f32>,
+    scale: Parameter1<f32>,
 }
 
 /// Every kind of field: nested, renamed, a `Vec`, a map, an `Option`, a `Box`, flattened
@@ -28,7 +28,7 @@ struct Norm {
 #[derive(ToDLPack, FromDLPack)]
 struct Net {
     #[dlpack(rename = "embed")]
-    embedding: SharedArray2<f32>,
+    embedding: Parameter2<f32>,
     layers: Vec<Linear>,
     heads: BTreeMap<String, Linear>,
     extra: Option<Linear>,
@@ -53,22 +53,22 @@ struct Owned {
 
 fn linear(value: f32) -> Linear {
     Linear {
-        weight: SharedArray::from(Array2::from_elem((2, 3), value)),
-        bias: SharedArray::from(Array1::from_elem(2, value)),
+        weight: Parameter::from(Array2::from_elem((2, 3), value)),
+        bias: Parameter::from(Array1::from_elem(2, value)),
     }
 }
 
 fn net() -> Net {
     Net {
-        embedding: SharedArray::from(Array2::zeros((4, 2))),
+        embedding: Parameter::from(Array2::zeros((4, 2))),
         layers: vec![linear(1.0), linear(2.0)],
         heads: [("q".to_owned(), linear(3.0))].into(),
         extra: None,
         boxed: Box::new(Norm {
-            scale: SharedArray::from(Array1::ones(2)),
+            scale: Parameter::from(Array1::ones(2)),
         }),
         norm: Norm {
-            scale: SharedArray::from(Array1::ones(3)),
+            scale: Parameter::from(Array1::ones(3)),
         },
         steps: 7,
     }
@@ -105,8 +105,8 @@ fn names_follow_the_export() {
     assert!(listed.contains(&"boxed.scale".to_owned()));
     assert_eq!(listed.last().unwrap(), "scale");
     let pair = Pair(
-        SharedArray1::from(Array1::<f32>::zeros(1)),
-        SharedArray1::from(Array1::zeros(2)),
+        Parameter1::from(Array1::<f32>::zeros(1)),
+        Parameter1::from(Array1::zeros(2)),
     );
     let listed: Vec<String> = names(&pair).into_iter().map(|(n, ..)| n).collect();
     assert_eq!(listed, ["0", "1"]);
@@ -180,7 +180,7 @@ fn a_share_outlives_the_field_and_rust_writes_copy_first() {
     assert_ne!(net.layers[1].weight.view().as_ptr(), ptr);
     assert_eq!(share.as_array::<f32, Ix2>().unwrap()[[0, 0]], 2.0);
     // The field replaced, the struct dropped: the share still reads its elements.
-    net.layers[1].weight = SharedArray::from(Array2::zeros((2, 3)));
+    net.layers[1].weight = Parameter::from(Array2::zeros((2, 3)));
     drop(net);
     let view = share.as_array::<f32, Ix2>().unwrap();
     assert!(view.iter().all(|&v| v == 2.0));
@@ -276,7 +276,7 @@ fn tied_fields_share_one_buffer_and_a_read_only_share_is_copied() {
 #[test]
 fn a_bool_field_is_handed_out_as_a_copy() {
     // Python could store bytes that are no `bool` into a shared buffer.
-    let mask = SharedArray1::from(Array1::from_elem(3, true));
+    let mask = Parameter1::from(Array1::from_elem(3, true));
     let tensor = mask.share().unwrap();
     assert_ne!(
         tensor.data().cast::<bool>().cast_const(),
@@ -289,7 +289,7 @@ fn a_bool_field_is_handed_out_as_a_copy() {
 
 #[test]
 fn a_clone_is_a_value_of_its_own() {
-    let weight = SharedArray1::from(Array1::from_elem(2, 1.0f32));
+    let weight = Parameter1::from(Array1::from_elem(2, 1.0f32));
     let share = weight.share().unwrap();
     let copy = weight.clone();
     assert_ne!(copy.view().as_ptr(), weight.view().as_ptr());
@@ -307,14 +307,14 @@ pub struct Public {
 
 #[derive(ToDLPack, FromDLPack)]
 struct Private {
-    weight: SharedArray1<f32>,
+    weight: Parameter1<f32>,
 }
 
 #[test]
 fn a_public_struct_with_private_fields_is_shareable() {
     let value = Public {
         inner: Private {
-            weight: SharedArray1::from(Array1::zeros(2)),
+            weight: Parameter1::from(Array1::zeros(2)),
         },
     };
     assert_eq!(names(&value)[0].0, "inner.weight");

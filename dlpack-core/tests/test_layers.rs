@@ -469,6 +469,9 @@ fn module_of(relative: &str) -> Vec<String> {
     parts
 }
 
+/// An arrow between two modules of one parent: (parent, from, to).
+type Arrow = (Vec<String>, Vec<String>, Vec<String>);
+
 /// The loops between the modules of one parent: for each, its modules in order and the
 /// arrows that close it, `file:line`.
 fn loops(files: &[(String, String)]) -> Vec<String> {
@@ -510,8 +513,8 @@ fn loops(files: &[(String, String)]) -> Vec<String> {
         }
         path
     };
-    let mut arrows: std::collections::BTreeMap<(Vec<String>, Vec<String>, Vec<String>), String> =
-        Default::default();
+    // (parent, from, to) -> where the arrow is first seen.
+    let mut arrows: std::collections::BTreeMap<Arrow, String> = Default::default();
     for (file, (module, said)) in modules.iter().zip(&said).enumerate() {
         for (path, line, inside) in &said.arrows {
             let target = resolve(absolute_of(module, inside, path));

@@ -8,15 +8,15 @@
 use std::ffi::CStr;
 
 use dlpack_core::implement::TensorFields;
-use dlpack_core::{FromDLPack, SharedArray, SharedArray1, SharedArray2, ToDLPack, pymodel};
+use dlpack_core::{FromDLPack, Parameter, Parameter1, Parameter2, ToDLPack, pymodel};
 use ndarray::{Array1, Array2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 #[derive(ToDLPack, FromDLPack)]
 struct Linear {
-    weight: SharedArray2<f32>,
-    bias: SharedArray1<f32>,
+    weight: Parameter2<f32>,
+    bias: Parameter1<f32>,
 }
 
 #[pyclass]
@@ -32,8 +32,8 @@ impl Mlp {}
 
 fn linear(rows: usize, cols: usize, value: f32) -> Linear {
     Linear {
-        weight: SharedArray::from(Array2::from_elem((rows, cols), value)),
-        bias: SharedArray::from(Array1::from_elem(rows, value)),
+        weight: Parameter::from(Array2::from_elem((rows, cols), value)),
+        bias: Parameter::from(Array1::from_elem(rows, value)),
     }
 }
 
@@ -99,7 +99,7 @@ fn a_view_keeps_its_memory_when_the_field_is_replaced() {
                 .unwrap(),
             ptr
         );
-        model.borrow_mut().fc1.weight = SharedArray::from(Array2::zeros((4, 3)));
+        model.borrow_mut().fc1.weight = Parameter::from(Array2::zeros((4, 3)));
         run(py, globals, c"gc.collect()");
         run(py, globals, CHURN);
         run(
@@ -279,7 +279,7 @@ fn a_bool_tensor_python_wrote_comes_back_checked() {
             globals,
             c"a = numpy.from_dlpack(t)\na.view(numpy.uint8)[1] = 2\ndel a, t\ngc.collect()",
         );
-        let shared = object.get().shared();
+        let shared = object.get().to_arc();
         drop(object);
         let tensor: ManagedTensor = Arc::try_unwrap(shared).ok().unwrap();
         // Not taken back as it is: checked, and refused.

@@ -307,7 +307,7 @@ pub(crate) fn to_object_then_write(py: Python<'_>, address: usize, value: f64) -
     }
     // SAFETY: success gives a new reference to a `Tensor`.
     let object = unsafe { Bound::from_owned_ptr(py, out.cast()) }.cast_into::<Tensor>()?;
-    let mut shared = object.get().shared();
+    let mut shared = object.get().to_arc();
     drop(object);
     let tensor = Arc::get_mut(&mut shared)
         .ok_or_else(|| PyValueError::new_err("the tensor is still referenced"))?;

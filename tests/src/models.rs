@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 
 use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
-use dlpack_core::{SharedArray, SharedArray1, SharedArray2};
+use dlpack_core::{Parameter, Parameter1, Parameter2};
 use ndarray::{Array1, Array2, Dimension, Ix1, Ix2, s};
 use numpy::PyArray2;
 use pyo3::prelude::*;
 
 /// An array whose first element is 64-byte aligned (a slice of a larger buffer), so
 /// that JAX, which copies less aligned memory, imports it without a copy.
-fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> SharedArray<f32, D> {
+fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> Parameter<f32, D> {
     let n = dim.size();
     let buffer = Array1::from_shape_fn(n + 16, |i| i as f32);
     let skip = (64 - buffer.as_ptr() as usize % 64) % 64 / size_of::<f32>();
@@ -23,20 +23,20 @@ fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> SharedArray<f3
         *v = value(i);
     }
     match flat.into_shape_with_order(dim) {
-        Ok(array) => SharedArray::from(array),
+        Ok(array) => Parameter::from(array),
         Err(_) => unreachable!("n elements in C order"),
     }
 }
 
-fn ramp(rows: usize, cols: usize, scale: f32) -> SharedArray2<f32> {
+fn ramp(rows: usize, cols: usize, scale: f32) -> Parameter2<f32> {
     aligned(Ix2(rows, cols), |i| (i % 7) as f32 * scale)
 }
 
 /// `y = W x + b`, as `nn.Linear` names its parameters.
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Linear {
-    weight: SharedArray2<f32>,
-    bias: SharedArray1<f32>,
+    weight: Parameter2<f32>,
+    bias: Parameter1<f32>,
 }
 
 impl Linear {
@@ -116,7 +116,7 @@ impl Mlp {
 
     /// Replaces `fc1.weight` from Rust by a new array of zeros.
     fn replace_fc1_weight(&mut self) {
-        self.fc1.weight = SharedArray::from(Array2::zeros(self.fc1.weight.raw_dim()));
+        self.fc1.weight = Parameter::from(Array2::zeros(self.fc1.weight.raw_dim()));
     }
 
     /// The addresses of the fields' buffers, by `state_dict` name.
@@ -152,7 +152,7 @@ pub(crate) struct Block {
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Net {
     #[dlpack(rename = "embed")]
-    embedding: SharedArray2<f32>,
+    embedding: Parameter2<f32>,
     layers: Vec<Block>,
     head: Option<Linear>,
     #[dlpack(flatten)]
@@ -162,7 +162,7 @@ pub(crate) struct Net {
 /// Flattened into `Net`: `scale` at the top level.
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Norm {
-    scale: SharedArray1<f32>,
+    scale: Parameter1<f32>,
 }
 
 #[pymodel]
@@ -183,7 +183,7 @@ impl Net {
             layers: (0..layers).map(|_| block()).collect(),
             head: head.then(|| Linear::new(width, 2)),
             norm: Norm {
-                scale: SharedArray::from(Array1::ones(width)),
+                scale: Parameter::from(Array1::ones(width)),
             },
         }
     }
@@ -207,13 +207,13 @@ pub(crate) struct Gpt2Shape {
 
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Embedding {
-    weight: SharedArray2<f32>,
+    weight: Parameter2<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Norm2 {
-    weight: SharedArray1<f32>,
-    bias: SharedArray1<f32>,
+    weight: Parameter1<f32>,
+    bias: Parameter1<f32>,
 }
 
 #[derive(ToDLPack, FromDLPack)]
@@ -242,8 +242,8 @@ impl Gpt2Shape {
     #[new]
     fn new(width: usize) -> Self {
         let norm = || Norm2 {
-            weight: SharedArray::from(Array1::ones(width)),
-            bias: SharedArray::from(Array1::zeros(width)),
+            weight: Parameter::from(Array1::ones(width)),
+            bias: Parameter::from(Array1::zeros(width)),
         };
         Self {
             wte: Embedding {
@@ -275,8 +275,8 @@ impl Gpt2Shape {
 #[pyclass(module = "dlpack_test_ext")]
 #[derive(ToDLPack, FromDLPack)]
 pub(crate) struct Dense {
-    weight: SharedArray2<f32>,
-    bias: SharedArray1<f32>,
+    weight: Parameter2<f32>,
+    bias: Parameter1<f32>,
 }
 
 #[pymodel]

@@ -12,7 +12,7 @@
 //! | an export of an owned `Array`, `ManagedTensor::from_buffer`, any copy this crate makes | exclusive | the tensor holds the only handle to its buffer (nothing trusted) |
 //! | `unsafe` `from_raw`, `from_raw_legacy`, `from_owner`, `from_dlpark` | exclusive | the caller's promise (their `# Safety` sections) |
 //! | `unsafe` `from_raw_shared` | shared | the caller's promise that the header is valid |
-//! | a `SharedArray`'s share (`TensorField::share`: a model field handed to Python) | shared, writable | the field still reads the buffer, and copies before its own writes; no other Rust handle of it exists |
+//! | a `Parameter`'s share (`TensorField::share`: a model field handed to Python) | shared, writable | the field still reads the buffer, and copies before its own writes; no other Rust handle of it exists |
 //! | a burn `FlexTensor` (feature `burn`) | exclusive when no other burn tensor shares its bytes (the `Arc` is unique), else shared and `READ_ONLY` | burn's reference count |
 //! | a tch tensor (`dlpack-tch`) | exclusive when the tensor was the only handle of its storage and the memory is torch's alone (its allocator made it, or `into_tch` handed it over without a copy), else shared | libtorch's reference counts, and its storage's allocator |
 //! | Python: `from_dlpack`, `extract` (`ManagedTensor`, `DLPackArray`, `TensorBatch`), a raw capsule, a producer's C exchange table, our table's "to object" entry | shared | the protocol: the header is valid and the memory holds the elements until the deleter runs; the producer keeps its own handle (the NumPy array, the torch tensor, an object exported twice) |

@@ -25,7 +25,7 @@ pub enum Found<'a> {
 /// One tensor field that Python can share: its dtype and shape, a zero-copy tensor of
 /// its memory, and its replacement by another tensor.
 ///
-/// This crate implements it for `SharedArray` (feature
+/// This crate implements it for `Parameter` (feature
 /// `ndarray`): see [`TensorFields`] for the sharing rule.
 pub trait TensorField {
     /// The element type.
@@ -59,18 +59,18 @@ pub trait TensorField {
 /// `#[derive(ToDLPack)]` provides it for every struct whose exchanged fields all have it
 /// (skipped fields are left out; a struct with a field exchanged through a `with`
 /// module has none, since such a field could be neither shared nor loaded); this crate
-/// provides it for `SharedArray` (feature `ndarray`), `Option`,
+/// provides it for `Parameter` (feature `ndarray`), `Option`,
 /// `Vec`, `Box`, and maps with `String` keys (a key that is empty or holds a `.` is left
 /// out, as the exchange refuses it). A recursive struct (a `Vec` of itself) has none:
 /// its bounds never end. It is implemented through [`TensorFieldsOf`], which the
 /// derive implements for every struct (an impl that applies only where the fields have
 /// it); implement that one for a container of your own.
 ///
-/// # Why `SharedArray`
+/// # Why `Parameter`
 ///
 /// A tensor handed to Python must keep its memory alive whatever Rust does to the field
 /// afterwards (replaces it, reloads the struct, drops it), and Rust must never hold a
-/// `&mut` over memory that a Python view can write. A `SharedArray` is both: the tensor
+/// `&mut` over memory that a Python view can write. A `Parameter` is both: the tensor
 /// holds one more reference to the buffer, and its mutable access copies the buffer
 /// first while one is shared (copy-on-write). An `Array` field cannot be shared: its
 /// buffer is freed with the field; nor can an `ArcArray`: its clones are values that
@@ -119,9 +119,9 @@ impl<T: TensorFieldsOf<()> + ?Sized> TensorFields for T {
 /// be an error); implement it for every `M`, and let the fields' impls do the rest.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be shared with Python as a model's tensors",
-    label = "not a `SharedArray`, or a struct deriving `ToDLPack` whose fields all are",
-    note = "a model shared with Python keeps its arrays as `dlpack_core::SharedArray` \
-            (`SharedArray2<f32>`, ...): a tensor handed to Python keeps the buffer alive, \
+    label = "not a `Parameter`, or a struct deriving `ToDLPack` whose fields all are",
+    note = "a model shared with Python keeps its arrays as `dlpack_core::Parameter` \
+            (`Parameter2<f32>`, ...): a tensor handed to Python keeps the buffer alive, \
             and Rust's writes copy it first while Python holds it (copy-on-write); a \
             struct with a field exchanged through a `with` module cannot be shared"
 )]

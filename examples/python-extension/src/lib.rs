@@ -16,18 +16,18 @@ mod dlpack_example {
 
     use dlpack_core::safetensors::Checkpoint;
     use dlpack_core::{
-        DLPackArray, FromDLPack, ManagedTensor, SharedArray, SharedArray1, SharedArray2, TensorBatch,
+        DLPackArray, FromDLPack, ManagedTensor, Parameter, Parameter1, Parameter2, TensorBatch,
         ToDLPack, pymodel,
     };
     use ndarray::{Array1, Array2, ArrayView1, Ix1, Ix2};
     use pyo3::prelude::*;
 
     /// `y = W x + b`, named as PyTorch's `nn.Linear` names its parameters. The arrays are
-    /// `SharedArray`s, which Python shares without a copy (see `Mlp`).
+    /// `Parameter`s, which Python shares without a copy (see `Mlp`).
     #[derive(ToDLPack, FromDLPack)]
     struct Linear {
-        weight: SharedArray2<f32>,
-        bias: SharedArray1<f32>,
+        weight: Parameter2<f32>,
+        bias: Parameter1<f32>,
     }
 
     impl Linear {
@@ -54,10 +54,10 @@ mod dlpack_example {
         #[new]
         fn new(inputs: usize, hidden: usize, outputs: usize) -> Self {
             let layer = |i: usize, o: usize| Linear {
-                weight: SharedArray::from(Array2::from_shape_fn((o, i), |(r, c)| {
+                weight: Parameter::from(Array2::from_shape_fn((o, i), |(r, c)| {
                     ((r + c) % 7) as f32 / 10.0
                 })),
-                bias: SharedArray::from(Array1::zeros(o)),
+                bias: Parameter::from(Array1::zeros(o)),
             };
             Self {
                 fc1: layer(inputs, hidden),

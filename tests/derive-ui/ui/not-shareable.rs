@@ -1,6 +1,6 @@
 // What a model shared with Python (`TensorFields`) refuses: an `Array` field (its buffer
 // would be freed under Python's view), and a field exchanged through a `with` module.
-use dlpack_core::{FromDLPack, SharedArray1, TensorBatch, ToDLPack};
+use dlpack_core::{FromDLPack, Parameter1, TensorBatch, ToDLPack};
 use dlpack_core::implement::{TensorFields};
 use ndarray::Array1;
 
@@ -11,7 +11,7 @@ struct Owned {
 
 #[derive(ToDLPack, FromDLPack)]
 struct WithModule {
-    weight: SharedArray1<f32>,
+    weight: Parameter1<f32>,
     #[dlpack(with = "plain")]
     extra: Array1<f32>,
 }

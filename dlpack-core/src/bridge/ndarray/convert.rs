@@ -138,7 +138,7 @@ fn into_dim<A, E: Dimension, D: Dimension>(array: Array<A, E>) -> Array<A, D> {
 ///   owner keeps alive, unmoved, for as long as it lives untouched;
 /// - unless `flags` has `READ_ONLY`, nobody else accesses those elements meanwhile;
 ///   with it, nobody writes them. (A writable tensor whose elements others hold too is
-///   made by `shared::share_writable` alone, which marks it shared before anyone sees it.)
+///   made by `parameter::share_writable` alone, which marks it shared before anyone sees it.)
 pub(super) unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
     owner: O,
     data: impl FnOnce(&mut O) -> *mut c_void,

@@ -6,14 +6,14 @@
 //! - `owned`: [`DLPackArray`];
 //! - `convert`: exports (zero-copy moves, read-only shares, copies), the zero-copy way
 //!   back for our own exports, and the trait impls;
-//! - `shared`: [`SharedArray`], the array type of a model's fields that Python shares,
+//! - `parameter`: [`Parameter`], the array type of a model's fields that Python shares,
 //!   with its mechanism (the writable shares it hands out, the owner that marks them)
 //!   and its trait impls.
 
 #[macro_use]
 mod convert;
 mod owned;
-mod shared;
+mod parameter;
 mod view;
 
 #[cfg(feature = "pyo3")]
@@ -21,7 +21,7 @@ pub(crate) use convert::copy_standard;
 pub use owned::DLPackArray;
 #[cfg(feature = "pyo3")]
 pub(crate) use owned::WriteRefusal;
-pub use shared::{
-    SharedArray, SharedArray0, SharedArray1, SharedArray2, SharedArray3, SharedArray4,
-    SharedArray5, SharedArray6, SharedArrayD,
+pub use parameter::{
+    Parameter, Parameter0, Parameter1, Parameter2, Parameter3, Parameter4, Parameter5, Parameter6,
+    ParameterD,
 };

@@ -183,7 +183,7 @@ fn check_stream(device: Device, stream: Option<i64>) -> PyResult<()> {
 /// copy), in a capsule.
 #[inline]
 fn export<'py>(py: Python<'py>, object: &Tensor, request: Request) -> PyResult<Bound<'py, PyAny>> {
-    let shared = object.shared_ref();
+    let shared = object.handle();
     let tensor = &**shared;
     let own = tensor.device();
     check_stream(request.dl_device.unwrap_or(own), request.stream)?;
@@ -253,7 +253,7 @@ const GUARDED_NO_COPY: &str = "the tensor is read-only memory that Rust code als
 /// data and device, with its flags (over a copy for a read-only tensor of Rust's memory,
 /// see [`Tensor::copies_read_only`]).
 fn versioned_header(object: &Tensor) -> PyResult<ManagedTensor> {
-    let shared = object.shared_ref();
+    let shared = object.handle();
     if object.copies_read_only() {
         return copy_tensor(shared).and_then(|copy| {
             let flags = copy.flags() | DLPACK_FLAG_BITMASK_IS_COPIED;

@@ -16,7 +16,7 @@
 //!
 //! # The sharing rule
 //!
-//! A model's tensor fields are [`SharedArray`](crate::SharedArray)s (see
+//! A model's tensor fields are [`Parameter`](crate::Parameter)s (see
 //! [`TensorFields`]), and a tensor read from Python shares the field's buffer:
 //!
 //! - **Python's views are writable and write the struct**: `m.fc1.weight`, and every
@@ -30,7 +30,7 @@
 //! - **Rust writes copy first while Python holds a view (copy-on-write)**: a `&mut self`
 //!   method that writes a field (`view_mut`, `mapv_inplace`, indexing, ...), a setter,
 //!   and `load_state_dict` give a field that Python still views a fresh buffer before
-//!   writing (`SharedArray::view_mut` does it), so Rust never holds a `&mut` over
+//!   writing (`Parameter::view_mut` does it), so Rust never holds a `&mut` over
 //!   memory a Python view reaches. The views keep the old buffer and its old values,
 //!   and no longer see the struct: read the attributes again after a Rust write. A field
 //!   that no view reaches is written in place, with no copy. Two fields tied by a setter

@@ -193,13 +193,14 @@ impl Tensor {
         &self.tensor
     }
 
-    /// The shared handle of the tensor, which capsules made by `__dlpack__` also hold.
-    pub fn shared(&self) -> Arc<ManagedTensor> {
+    /// A new reference to the tensor's handle (an `Arc`), which capsules made by
+    /// `__dlpack__` also hold.
+    pub fn to_arc(&self) -> Arc<ManagedTensor> {
         Arc::clone(&self.tensor)
     }
 
-    /// The shared handle, borrowed.
-    pub(super) fn shared_ref(&self) -> &Arc<ManagedTensor> {
+    /// The tensor's handle, borrowed.
+    pub(super) fn handle(&self) -> &Arc<ManagedTensor> {
         &self.tensor
     }
 

@@ -1,4 +1,4 @@
-//! [`SharedArray`]: the array type of a model's fields that Python shares, and its
+//! [`Parameter`]: the array type of a model's fields that Python shares, and its
 //! [`TensorField`] impl.
 
 use core::fmt;
@@ -38,11 +38,11 @@ use super::convert::{export_array, export_copy, export_owner, load_into, stride_
 /// `bool`.
 ///
 /// ```
-/// use dlpack_core::{SharedArray2};
+/// use dlpack_core::{Parameter2};
 /// use dlpack_core::implement::{TensorField};
 /// use ndarray::Array2;
 ///
-/// let mut weight = SharedArray2::from(Array2::<f32>::zeros((2, 3)));
+/// let mut weight = Parameter2::from(Array2::<f32>::zeros((2, 3)));
 /// let before = weight.view().as_ptr();
 /// let tensor = weight.share()?; // what Python gets: the same buffer
 /// assert_eq!(tensor.data().cast::<f32>().cast_const(), before);
@@ -51,26 +51,26 @@ use super::convert::{export_array, export_copy, export_owner, load_into, stride_
 /// assert_eq!(tensor.as_array::<f32, ndarray::Ix2>()?[[0, 0]], 0.0);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-pub struct SharedArray<A, D: Dimension>(ArcArray<A, D>);
+pub struct Parameter<A, D: Dimension>(ArcArray<A, D>);
 
-/// A one-dimensional [`SharedArray`].
-pub type SharedArray1<A> = SharedArray<A, Ix1>;
-/// A two-dimensional [`SharedArray`].
-pub type SharedArray2<A> = SharedArray<A, Ix2>;
-/// A three-dimensional [`SharedArray`].
-pub type SharedArray3<A> = SharedArray<A, Ix3>;
-/// A four-dimensional [`SharedArray`].
-pub type SharedArray4<A> = SharedArray<A, Ix4>;
-/// A zero-dimensional [`SharedArray`].
-pub type SharedArray0<A> = SharedArray<A, Ix0>;
-/// A five-dimensional [`SharedArray`].
-pub type SharedArray5<A> = SharedArray<A, Ix5>;
-/// A six-dimensional [`SharedArray`].
-pub type SharedArray6<A> = SharedArray<A, Ix6>;
-/// A [`SharedArray`] of any rank.
-pub type SharedArrayD<A> = SharedArray<A, IxDyn>;
+/// A one-dimensional [`Parameter`].
+pub type Parameter1<A> = Parameter<A, Ix1>;
+/// A two-dimensional [`Parameter`].
+pub type Parameter2<A> = Parameter<A, Ix2>;
+/// A three-dimensional [`Parameter`].
+pub type Parameter3<A> = Parameter<A, Ix3>;
+/// A four-dimensional [`Parameter`].
+pub type Parameter4<A> = Parameter<A, Ix4>;
+/// A zero-dimensional [`Parameter`].
+pub type Parameter0<A> = Parameter<A, Ix0>;
+/// A five-dimensional [`Parameter`].
+pub type Parameter5<A> = Parameter<A, Ix5>;
+/// A six-dimensional [`Parameter`].
+pub type Parameter6<A> = Parameter<A, Ix6>;
+/// A [`Parameter`] of any rank.
+pub type ParameterD<A> = Parameter<A, IxDyn>;
 
-impl<A: Element, D: Dimension> SharedArray<A, D> {
+impl<A: Element, D: Dimension> Parameter<A, D> {
     /// A view of the elements.
     pub fn view(&self) -> ArrayView<'_, A, D> {
         self.0.view()
@@ -129,14 +129,14 @@ impl<A: Element, D: Dimension> SharedArray<A, D> {
     }
 }
 
-impl<A: Element, D: Dimension> From<Array<A, D>> for SharedArray<A, D> {
+impl<A: Element, D: Dimension> From<Array<A, D>> for Parameter<A, D> {
     /// Takes the array's buffer, without a copy.
     fn from(array: Array<A, D>) -> Self {
         Self(array.into_shared())
     }
 }
 
-impl<A: Element, D: Dimension> Clone for SharedArray<A, D> {
+impl<A: Element, D: Dimension> Clone for Parameter<A, D> {
     /// A copy of the elements (see the type's documentation: a clone is a value of its
     /// own, not another handle of a buffer Python may write).
     fn clone(&self) -> Self {
@@ -144,13 +144,13 @@ impl<A: Element, D: Dimension> Clone for SharedArray<A, D> {
     }
 }
 
-impl<A: Element + fmt::Debug, D: Dimension> fmt::Debug for SharedArray<A, D> {
+impl<A: Element + fmt::Debug, D: Dimension> fmt::Debug for Parameter<A, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.view().fmt(f)
     }
 }
 
-impl<A: Element, D: Dimension + 'static> TensorField for SharedArray<A, D> {
+impl<A: Element, D: Dimension + 'static> TensorField for Parameter<A, D> {
     fn dtype(&self) -> DataType {
         A::DTYPE
     }
@@ -190,7 +190,7 @@ impl<A: Element, D: Dimension + 'static> TensorField for SharedArray<A, D> {
     }
 }
 
-impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for SharedArray<A, D> {
+impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for Parameter<A, D> {
     fn visit_tensors(&self, name: &mut String, visit: &mut dyn FnMut(&str, &dyn TensorField)) {
         visit(name, self);
     }
@@ -209,7 +209,7 @@ impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for Shared
 }
 
 /// The inside, for the export of `convert`.
-impl<A, D: Dimension> SharedArray<A, D> {
+impl<A, D: Dimension> Parameter<A, D> {
     pub(super) fn into_arc(self) -> ArcArray<A, D> {
         self.0
     }
@@ -218,10 +218,10 @@ impl<A, D: Dimension> SharedArray<A, D> {
 /// The owner of a [`share_writable`] tensor: the `ArcArray` clone that keeps the buffer
 /// alive, under a type of its own, so that no path that takes back an `ArcArray` or an
 /// `Array` owner (`reclaim`, `into_owner`) ever gets a handle of a buffer that Python
-/// may write; only [`shared_owner`] reads it, for `SharedArray`.
+/// may write; only [`shared_owner`] reads it, for `Parameter`.
 struct ShareOwner<A, D>(ArcArray<A, D>);
 
-/// A writable tensor of a `SharedArray`'s buffer, without a copy, marked shared: what a
+/// A writable tensor of a `Parameter`'s buffer, without a copy, marked shared: what a
 /// model field hands to Python. `bool` buffers are copied instead (flagged
 /// `IS_COPIED`): Python could store bytes that are no `bool`.
 fn share_writable<A: Element, D: Dimension + 'static>(
@@ -236,11 +236,11 @@ fn share_writable<A: Element, D: Dimension + 'static>(
     // - writable although others hold the elements: the tensor is marked shared below,
     //   before it leaves this function, so this crate never gives a mutable view through
     //   it (`as_array_mut` and `view_mut` refuse it; `reclaim` and `into_owner` do not
-    //   know the owner's type), and the other holders are `SharedArray`s (the field, and
+    //   know the owner's type), and the other holders are `Parameter`s (the field, and
     //   fields tied to it), which copy the buffer before any write of their own
     //   (copy-on-write: the owner's reference keeps the count above one) and whose
     //   reads are the sharing rule of `python::model`; no `ArcArray` handle of the buffer
-    //   leaves `SharedArray`. Every bit pattern is a valid element (`bool` is copied
+    //   leaves `Parameter`. Every bit pattern is a valid element (`bool` is copied
     //   above), so a foreign write cannot make one invalid.
     let tensor = unsafe {
         export_owner::<A, _, _>(
@@ -273,7 +273,7 @@ fn shared_owner<'a, A: Element, D: Dimension + 'static>(
 to_one_tensor! {
     /// Moves the buffer like an `Array` when nothing else holds it; else a writable
     /// share of it, as the field's own shares are (`bool`: a copy).
-    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+    impl[A: Element, D: Dimension + 'static] for Parameter<A, D> {
         |array| match array.into_arc().try_into_owned_nocopy() {
             Ok(array) => export_array(array, 0),
             Err(shared) => share_writable(&shared),
@@ -282,14 +282,14 @@ to_one_tensor! {
 }
 
 from_one_tensor! {
-    /// A writable share of a `SharedArray` comes back sharing its buffer (tied), our own
+    /// A writable share of a `Parameter` comes back sharing its buffer (tied), our own
     /// `Array` export without a copy; anything else is copied.
-    impl[A: Element, D: Dimension + 'static] for SharedArray<A, D> {
+    impl[A: Element, D: Dimension + 'static] for Parameter<A, D> {
         |tensor| {
-            if let Some(tied) = SharedArray::tied(&tensor, None) {
+            if let Some(tied) = Parameter::tied(&tensor, None) {
                 return Ok(tied);
             }
-            Array::<A, D>::from_dlpack(tensor).map(SharedArray::from)
+            Array::<A, D>::from_dlpack(tensor).map(Parameter::from)
         },
         load |array, tensor| load_into(array.view_mut(), tensor)
     }
