@@ -107,8 +107,10 @@ pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(He
 
 /// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
 /// never read or written through after they are made: each tensor reaches its own
-/// bytes through its own pointer.
-struct Mapping(#[allow(dead_code)] MmapMut);
+/// bytes through its own pointer. (Held, never named: dropping it unmaps the file.)
+struct Mapping {
+    _map: MmapMut,
+}
 
 /// The alignment a mapped tensor's data gets: its element size (what consumers such as
 /// PyTorch assume, a complex number's whole size included), 1 below a byte.
@@ -227,7 +229,7 @@ unsafe fn mapped_tensors(
     mut keep: impl FnMut(usize) -> bool,
 ) -> Result<Vec<Option<ManagedTensor>>> {
     let base = map.as_mut_ptr();
-    let mapping = Arc::new(Mapping(map));
+    let mapping = Arc::new(Mapping { _map: map });
     let mut tensors = Vec::with_capacity(header.entries.len());
     for (index, entry) in header.entries.iter().enumerate() {
         if !keep(index) {
