@@ -269,21 +269,23 @@ pub use dlpack_derive::FromDLPack;
 #[cfg_attr(docsrs, doc(cfg(all(feature = "derive", feature = "pyo3"))))]
 pub use dlpack_derive::pymodel;
 
-/// For implementers of this crate's traits on a container of their own (a type that
-/// holds several tensors, as `Vec` and maps do): what `select_in`, `load_dlpack_in` and
-/// the model's by-reference traits are written with. A user who derives the traits, or
-/// exchanges arrays and batches, needs none of it.
-///
-/// - [`FromDLPack::select_in`] adds to a [`Selection`] the names a value takes, with
-///   what it [`Expected`]s of each, so that a checkpoint reads only those;
-/// - [`TensorFields`] (through [`TensorFieldsOf`]) reaches a value's tensors by
-///   reference, by name, each a [`TensorField`], a look-up answering [`Found`]: what a
-///   model shared with Python reads and replaces;
-/// - [`Problems`] gathers every error of a value's fields into one report, as the
-///   derive's imports and loads do;
-/// - [`join_name`], [`push_segment`] and [`split_path`] name tensors as every
-///   container of this crate names them (`prefix.field`, `layers.3`).
 pub mod implement {
+    //! For implementers of this crate's traits on a container of their own (a type that
+    //! holds several tensors, as `Vec` and maps do): what `select_in`, `load_dlpack_in` and
+    //! the model's by-reference traits are written with. A user who derives the traits, or
+    //! exchanges arrays and batches, needs none of it.
+    //!
+    //! - [`FromDLPack::select_in`](crate::FromDLPack::select_in) adds to a [`Selection`]
+    //!   the names a value takes, with what it [`Expected`]s of each, so that a
+    //!   checkpoint reads only those;
+    //! - [`TensorFields`] (through [`TensorFieldsOf`]) reaches a value's tensors by
+    //!   reference, by name, each a [`TensorField`], a look-up answering [`Found`]: what a
+    //!   model shared with Python reads and replaces;
+    //! - [`Problems`] gathers every error of a value's fields into one report, as the
+    //!   derive's imports and loads do;
+    //! - [`join_name`], [`push_segment`] and [`split_path`] name tensors as every
+    //!   container of this crate names them (`prefix.field`, `layers.3`).
+
     pub use crate::traits::{
         Expected, Found, Problems, Selection, TensorField, TensorFields, TensorFieldsOf, join_name,
         push_segment, split_path,

@@ -16,6 +16,8 @@ use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::tensor::{Desc, ManagedTensor, build};
+#[cfg(doc)]
+use crate::traits::ToDLPack;
 
 /// Calls `$f::<E>()` for every dimension type an export could have used.
 macro_rules! each_dim {

@@ -13,11 +13,9 @@ use super::PyModel;
 use super::ops::{Named, entries, format_entries, group_assignment, set};
 use super::{ModelView, Ops, OpsOf};
 
-#[cfg(doc)]
-use super::ModelView;
 use crate::traits::is_segment;
 #[cfg(doc)]
-use crate::{TensorField, python::Tensor};
+use crate::{python::Tensor, traits::TensorField};
 
 /// `getattr(model, name)` for a name that is not an attribute of the class: a tensor
 /// (a [`Tensor`] sharing the field's memory) or a group of tensors (a
