@@ -42,79 +42,82 @@ impl DLPackVersion {
     };
 }
 
-/// `DLDeviceType`: the kind of device that holds the data.
-///
-/// A C `enum` of `int32_t` size, modelled as a newtype so that any value is sound.
-#[repr(transparent)]
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct DLDeviceType(pub i32);
+/// A C enum as a newtype, so that any value is sound: its constants from one table,
+/// which also gives each known value's name in the header and the `Debug` output.
+macro_rules! c_enum {
+    (
+        $(#[doc = $doc:literal])*
+        pub struct $ty:ident(pub $repr:ty);
+        $($(#[doc = $value_doc:literal])* $name:ident = $value:literal,)*
+    ) => {
+        $(#[doc = $doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $ty(pub $repr);
 
-#[allow(non_upper_case_globals)]
-impl DLDeviceType {
-    /// `kDLCPU`: ordinary host memory.
-    pub const kDLCPU: Self = Self(1);
-    /// `kDLCUDA`: CUDA device memory.
-    pub const kDLCUDA: Self = Self(2);
-    /// `kDLCUDAHost`: pinned host memory from `cudaMallocHost`, readable by the CPU.
-    pub const kDLCUDAHost: Self = Self(3);
-    /// `kDLOpenCL`: OpenCL device memory.
-    pub const kDLOpenCL: Self = Self(4);
-    /// `kDLVulkan`: Vulkan buffer.
-    pub const kDLVulkan: Self = Self(7);
-    /// `kDLMetal`: Metal buffer (Apple GPU).
-    pub const kDLMetal: Self = Self(8);
-    /// `kDLVPI`: Verilog simulator buffer.
-    pub const kDLVPI: Self = Self(9);
-    /// `kDLROCM`: ROCm device memory.
-    pub const kDLROCM: Self = Self(10);
-    /// `kDLROCMHost`: pinned host memory from `hipMallocHost`, readable by the CPU.
-    pub const kDLROCMHost: Self = Self(11);
-    /// `kDLExtDev`: reserved for extension devices.
-    pub const kDLExtDev: Self = Self(12);
-    /// `kDLCUDAManaged`: CUDA managed (unified) memory, readable by the CPU.
-    pub const kDLCUDAManaged: Self = Self(13);
-    /// `kDLOneAPI`: oneAPI (SYCL) unified shared memory.
-    pub const kDLOneAPI: Self = Self(14);
-    /// `kDLWebGPU`: WebGPU buffer.
-    pub const kDLWebGPU: Self = Self(15);
-    /// `kDLHexagon`: Qualcomm Hexagon DSP.
-    pub const kDLHexagon: Self = Self(16);
-    /// `kDLMAIA`: Microsoft MAIA device.
-    pub const kDLMAIA: Self = Self(17);
-    /// `kDLTrn`: AWS Trainium device.
-    pub const kDLTrn: Self = Self(18);
+        #[allow(non_upper_case_globals)]
+        impl $ty {
+            $($(#[doc = $value_doc])* pub const $name: Self = Self($value);)*
 
-    /// The header's name of a known value (`"kDLCPU"`), `None` for an unknown one.
-    pub const fn name(self) -> Option<&'static str> {
-        Some(match self.0 {
-            1 => "kDLCPU",
-            2 => "kDLCUDA",
-            3 => "kDLCUDAHost",
-            4 => "kDLOpenCL",
-            7 => "kDLVulkan",
-            8 => "kDLMetal",
-            9 => "kDLVPI",
-            10 => "kDLROCM",
-            11 => "kDLROCMHost",
-            12 => "kDLExtDev",
-            13 => "kDLCUDAManaged",
-            14 => "kDLOneAPI",
-            15 => "kDLWebGPU",
-            16 => "kDLHexagon",
-            17 => "kDLMAIA",
-            18 => "kDLTrn",
-            _ => return None,
-        })
-    }
+            /// The header's name of a known value (the constant's own name), `None`
+            /// for an unknown one.
+            pub const fn name(self) -> Option<&'static str> {
+                Some(match self.0 {
+                    $($value => stringify!($name),)*
+                    _ => return None,
+                })
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.name() {
+                    Some(name) => f.write_str(name),
+                    None => write!(f, concat!(stringify!($ty), "({})"), self.0),
+                }
+            }
+        }
+    };
 }
 
-impl fmt::Debug for DLDeviceType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(name) => f.write_str(name),
-            None => write!(f, "DLDeviceType({})", self.0),
-        }
-    }
+c_enum! {
+    /// `DLDeviceType`: the kind of device that holds the data.
+    ///
+    /// A C `enum` of `int32_t` size, modelled as a newtype so that any value is sound.
+    pub struct DLDeviceType(pub i32);
+
+    /// `kDLCPU`: ordinary host memory.
+    kDLCPU = 1,
+    /// `kDLCUDA`: CUDA device memory.
+    kDLCUDA = 2,
+    /// `kDLCUDAHost`: pinned host memory from `cudaMallocHost`, readable by the CPU.
+    kDLCUDAHost = 3,
+    /// `kDLOpenCL`: OpenCL device memory.
+    kDLOpenCL = 4,
+    /// `kDLVulkan`: Vulkan buffer.
+    kDLVulkan = 7,
+    /// `kDLMetal`: Metal buffer (Apple GPU).
+    kDLMetal = 8,
+    /// `kDLVPI`: Verilog simulator buffer.
+    kDLVPI = 9,
+    /// `kDLROCM`: ROCm device memory.
+    kDLROCM = 10,
+    /// `kDLROCMHost`: pinned host memory from `hipMallocHost`, readable by the CPU.
+    kDLROCMHost = 11,
+    /// `kDLExtDev`: reserved for extension devices.
+    kDLExtDev = 12,
+    /// `kDLCUDAManaged`: CUDA managed (unified) memory, readable by the CPU.
+    kDLCUDAManaged = 13,
+    /// `kDLOneAPI`: oneAPI (SYCL) unified shared memory.
+    kDLOneAPI = 14,
+    /// `kDLWebGPU`: WebGPU buffer.
+    kDLWebGPU = 15,
+    /// `kDLHexagon`: Qualcomm Hexagon DSP.
+    kDLHexagon = 16,
+    /// `kDLMAIA`: Microsoft MAIA device.
+    kDLMAIA = 17,
+    /// `kDLTrn`: AWS Trainium device.
+    kDLTrn = 18,
 }
 
 /// `DLDevice`: a device type and an ordinal on it.
@@ -127,83 +130,46 @@ pub struct DLDevice {
     pub device_id: i32,
 }
 
-/// `DLDataTypeCode`: the kind of a scalar, stored in [`DLDataType::code`] as `uint8_t`.
-#[repr(transparent)]
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct DLDataTypeCode(pub u8);
+c_enum! {
+    /// `DLDataTypeCode`: the kind of a scalar, stored in [`DLDataType::code`] as `uint8_t`.
+    pub struct DLDataTypeCode(pub u8);
 
-#[allow(non_upper_case_globals)]
-impl DLDataTypeCode {
     /// `kDLInt`: signed integer.
-    pub const kDLInt: Self = Self(0);
+    kDLInt = 0,
     /// `kDLUInt`: unsigned integer.
-    pub const kDLUInt: Self = Self(1);
+    kDLUInt = 1,
     /// `kDLFloat`: IEEE 754 floating point.
-    pub const kDLFloat: Self = Self(2);
+    kDLFloat = 2,
     /// `kDLOpaqueHandle`: opaque handle, for testing only.
-    pub const kDLOpaqueHandle: Self = Self(3);
+    kDLOpaqueHandle = 3,
     /// `kDLBfloat`: bfloat16.
-    pub const kDLBfloat: Self = Self(4);
+    kDLBfloat = 4,
     /// `kDLComplex`: complex number stored as `(re, im)`.
-    pub const kDLComplex: Self = Self(5);
+    kDLComplex = 5,
     /// `kDLBool`: boolean, one byte holding 0 or 1.
-    pub const kDLBool: Self = Self(6);
+    kDLBool = 6,
     /// `kDLFloat8_e3m4`.
-    pub const kDLFloat8_e3m4: Self = Self(7);
+    kDLFloat8_e3m4 = 7,
     /// `kDLFloat8_e4m3`.
-    pub const kDLFloat8_e4m3: Self = Self(8);
+    kDLFloat8_e4m3 = 8,
     /// `kDLFloat8_e4m3b11fnuz`.
-    pub const kDLFloat8_e4m3b11fnuz: Self = Self(9);
+    kDLFloat8_e4m3b11fnuz = 9,
     /// `kDLFloat8_e4m3fn`.
-    pub const kDLFloat8_e4m3fn: Self = Self(10);
+    kDLFloat8_e4m3fn = 10,
     /// `kDLFloat8_e4m3fnuz`.
-    pub const kDLFloat8_e4m3fnuz: Self = Self(11);
+    kDLFloat8_e4m3fnuz = 11,
     /// `kDLFloat8_e5m2`.
-    pub const kDLFloat8_e5m2: Self = Self(12);
+    kDLFloat8_e5m2 = 12,
     /// `kDLFloat8_e5m2fnuz`.
-    pub const kDLFloat8_e5m2fnuz: Self = Self(13);
+    kDLFloat8_e5m2fnuz = 13,
     /// `kDLFloat8_e8m0fnu`.
-    pub const kDLFloat8_e8m0fnu: Self = Self(14);
+    kDLFloat8_e8m0fnu = 14,
     /// `kDLFloat6_e2m3fn` (bits must be 6).
-    pub const kDLFloat6_e2m3fn: Self = Self(15);
+    kDLFloat6_e2m3fn = 15,
     /// `kDLFloat6_e3m2fn` (bits must be 6).
-    pub const kDLFloat6_e3m2fn: Self = Self(16);
+    kDLFloat6_e3m2fn = 16,
     /// `kDLFloat4_e2m1fn` (bits must be 4).
-    pub const kDLFloat4_e2m1fn: Self = Self(17);
-
-    /// The header's name of a known value (`"kDLFloat"`), `None` for an unknown one.
-    pub const fn name(self) -> Option<&'static str> {
-        Some(match self.0 {
-            0 => "kDLInt",
-            1 => "kDLUInt",
-            2 => "kDLFloat",
-            3 => "kDLOpaqueHandle",
-            4 => "kDLBfloat",
-            5 => "kDLComplex",
-            6 => "kDLBool",
-            7 => "kDLFloat8_e3m4",
-            8 => "kDLFloat8_e4m3",
-            9 => "kDLFloat8_e4m3b11fnuz",
-            10 => "kDLFloat8_e4m3fn",
-            11 => "kDLFloat8_e4m3fnuz",
-            12 => "kDLFloat8_e5m2",
-            13 => "kDLFloat8_e5m2fnuz",
-            14 => "kDLFloat8_e8m0fnu",
-            15 => "kDLFloat6_e2m3fn",
-            16 => "kDLFloat6_e3m2fn",
-            17 => "kDLFloat4_e2m1fn",
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Debug for DLDataTypeCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(name) => f.write_str(name),
-            None => write!(f, "DLDataTypeCode({})", self.0),
-        }
-    }
+    kDLFloat4_e2m1fn = 17,
 }
 
 /// `DLDataType`: the type of one element, e.g. float32 is `(kDLFloat, 32, 1)`.
