@@ -30,7 +30,7 @@ pub fn strict_from<T: FromDLPack>(batch: TensorBatch) -> Result<T> {
 
 /// Loads a field exchanged by a `with` module: replaced by `from_dlpack_in` when the
 /// batch has tensors for it, reported missing otherwise.
-pub fn load_with<T>(
+pub fn load_with_module<T>(
     value: &mut T,
     prefix: &str,
     batch: &mut TensorBatch,

@@ -209,7 +209,7 @@ fn load(field: &Field<'_>) -> TokenStream {
         // A module exchanges whole values: the field is replaced when the batch has
         // tensors for it.
         Some(module) => quote_spanned! {module.span()=>
-            __problems.check(#private::load_with(
+            __problems.check(#private::load_with_module(
                 &mut self.#member,
                 #prefix,
                 __batch,

@@ -124,7 +124,7 @@ fn find_tensor(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStream {
             #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor(&self.#member, __rest),
         }
     });
-    let split = split_path(arms);
+    let split = match_first_segment(arms);
     let flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
@@ -168,7 +168,7 @@ fn find_tensor_mut(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStrea
             #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor_mut(&mut self.#member, __rest),
         }
     });
-    let split = split_path(arms);
+    let split = match_first_segment(arms);
     let flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
@@ -196,7 +196,7 @@ fn find_tensor_mut(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStrea
 
 /// `__path`'s first segment matched against the names of the named fields, one arm each;
 /// nothing when there are no named fields.
-fn split_path(arms: impl Iterator<Item = TokenStream>) -> TokenStream {
+fn match_first_segment(arms: impl Iterator<Item = TokenStream>) -> TokenStream {
     let mut arms = arms.peekable();
     if arms.peek().is_none() {
         return quote!();

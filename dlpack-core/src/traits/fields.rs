@@ -69,12 +69,10 @@ pub trait TensorField {
 /// # Why `Parameter`
 ///
 /// A tensor handed to Python must keep its memory alive whatever Rust does to the field
-/// afterwards (replaces it, reloads the struct, drops it), and Rust must never hold a
-/// `&mut` over memory that a Python view can write. A `Parameter` is both: the tensor
-/// holds one more reference to the buffer, and its mutable access copies the buffer
-/// first while one is shared (copy-on-write). An `Array` field cannot be shared: its
-/// buffer is freed with the field; nor can an `ArcArray`: its clones are values that
-/// Rust code may read anywhere, which Python's writes would reach.
+/// afterwards, and Rust must never hold a `&mut` over memory that a Python view can
+/// write: a `Parameter` is both (its documentation says how). An `Array` field cannot be
+/// shared: its buffer is freed with the field; nor can an `ArcArray`: its clones are
+/// values that Rust code may read anywhere, which Python's writes would reach.
 pub trait TensorFields {
     /// Calls `visit` with the name and the field of every tensor of the value, in the
     /// order [`ToDLPack`](crate::ToDLPack) exports them. `name` holds the prefix on

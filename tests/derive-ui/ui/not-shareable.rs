@@ -1,7 +1,7 @@
 // What a model shared with Python (`TensorFields`) refuses: an `Array` field (its buffer
 // would be freed under Python's view), and a field exchanged through a `with` module.
 use dlpack_core::{FromDLPack, Parameter1, TensorBatch, ToDLPack};
-use dlpack_core::implement::{TensorFields};
+use dlpack_core::implement::TensorFields;
 use ndarray::Array1;
 
 #[derive(ToDLPack, FromDLPack)]

@@ -38,8 +38,8 @@ use super::convert::{export_array, export_copy, export_owner, load_into, stride_
 /// `bool`.
 ///
 /// ```
-/// use dlpack_core::{Parameter2};
-/// use dlpack_core::implement::{TensorField};
+/// use dlpack_core::Parameter2;
+/// use dlpack_core::implement::TensorField;
 /// use ndarray::Array2;
 ///
 /// let mut weight = Parameter2::from(Array2::<f32>::zeros((2, 3)));
