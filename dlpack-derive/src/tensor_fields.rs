@@ -116,15 +116,7 @@ fn visit_tensors(fields: &[&Field<'_>]) -> TokenStream {
 /// declaration order.
 fn find_tensor(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStream {
     let private = dummy::private();
-    let arms = named.iter().map(|field| {
-        let ty = field.ty;
-        let member = &field.member;
-        let name = field.name();
-        quote! {
-            #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor(&self.#member, __rest),
-        }
-    });
-    let split = match_first_segment(arms);
+    let split = match_first_segment(named, &quote!(find_tensor), &quote!(&self));
     let flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
@@ -160,15 +152,7 @@ fn field_names(named: &[&Field<'_>]) -> TokenStream {
 /// `find_tensor_mut`: the tensor at a path, looked up as in [`find_tensor`].
 fn find_tensor_mut(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStream {
     let private = dummy::private();
-    let arms = named.iter().map(|field| {
-        let ty = field.ty;
-        let member = &field.member;
-        let name = field.name();
-        quote! {
-            #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::find_tensor_mut(&mut self.#member, __rest),
-        }
-    });
-    let split = match_first_segment(arms);
+    let split = match_first_segment(named, &quote!(find_tensor_mut), &quote!(&mut self));
     let flat = flattened.iter().map(|field| {
         let ty = field.ty;
         let member = &field.member;
@@ -194,14 +178,26 @@ fn find_tensor_mut(named: &[&Field<'_>], flattened: &[&Field<'_>]) -> TokenStrea
     }
 }
 
-/// `__path`'s first segment matched against the names of the named fields, one arm each;
-/// nothing when there are no named fields.
-fn match_first_segment(arms: impl Iterator<Item = TokenStream>) -> TokenStream {
-    let mut arms = arms.peekable();
-    if arms.peek().is_none() {
+/// `__path`'s first segment matched against the names of the named fields, one arm each,
+/// whose field (reached as `#borrow.member`, `&self` or `&mut self`) answers `#method`
+/// for the rest of the path; nothing when there are no named fields.
+fn match_first_segment(
+    named: &[&Field<'_>],
+    method: &TokenStream,
+    borrow: &TokenStream,
+) -> TokenStream {
+    if named.is_empty() {
         return quote!();
     }
     let private = dummy::private();
+    let arms = named.iter().map(|field| {
+        let ty = field.ty;
+        let member = &field.member;
+        let name = field.name();
+        quote! {
+            #name => return <#ty as #private::TensorFieldsOf<__DlpackMarker>>::#method(#borrow.#member, __rest),
+        }
+    });
     quote! {
         let (__head, __rest) = #private::split_path(__path);
         match __head {
