@@ -8,8 +8,6 @@ use indexmap::IndexMap;
 
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
-#[cfg(doc)]
-use crate::traits::FromDLPack;
 
 /// An ordered collection of uniquely named [`ManagedTensor`]s.
 ///

@@ -10,7 +10,6 @@ use syn::{Data, DeriveInput, Fields, Generics, Ident, Index, Member, Type};
 
 use crate::attr;
 use crate::ctxt::Ctxt;
-use crate::valid;
 
 /// Which derive is running, for error messages.
 #[derive(Clone, Copy)]
@@ -99,10 +98,10 @@ impl Field<'_> {
 }
 
 impl<'a> Input<'a> {
-    /// Reads and checks `node`; every problem found is in the one error returned.
-    pub(crate) fn from_syn(node: &'a DeriveInput, derive: Derive) -> syn::Result<Self> {
-        let mut cx = Ctxt::new();
-        let attrs = attr::Container::from_attrs(&mut cx, &node.attrs);
+    /// Reads `node`, reporting what it gets wrong to `cx` (`valid::input` also checks
+    /// the fields against each other).
+    pub(crate) fn from_syn(cx: &mut Ctxt, node: &'a DeriveInput, derive: Derive) -> Self {
+        let attrs = attr::Container::from_attrs(cx, &node.attrs);
         let (style, fields) = match &node.data {
             Data::Struct(data) => {
                 let style = match &data.fields {
@@ -110,29 +109,26 @@ impl<'a> Input<'a> {
                     Fields::Unnamed(_) => Style::Tuple,
                     Fields::Unit => Style::Unit,
                 };
-                (style, fields_from_syn(&mut cx, &data.fields))
+                (style, fields_from_syn(cx, &data.fields))
             }
             Data::Enum(syn::DataEnum { enum_token, .. }) => {
                 let ident = &node.ident;
-                not_a_struct(&mut cx, derive, quote!(#enum_token #ident));
+                not_a_struct(cx, derive, quote!(#enum_token #ident));
                 (Style::Unit, Vec::new())
             }
             Data::Union(syn::DataUnion { union_token, .. }) => {
                 let ident = &node.ident;
-                not_a_struct(&mut cx, derive, quote!(#union_token #ident));
+                not_a_struct(cx, derive, quote!(#union_token #ident));
                 (Style::Unit, Vec::new())
             }
         };
-        let input = Input {
+        Input {
             ident: &node.ident,
             generics: &node.generics,
             attrs,
             style,
             fields,
-        };
-        valid::check(&mut cx, &input);
-        cx.check()?;
-        Ok(input)
+        }
     }
 }
 

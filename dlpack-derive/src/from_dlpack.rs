@@ -17,11 +17,11 @@ use syn::spanned::Spanned as _;
 use syn::{DeriveInput, Ident};
 
 use crate::ast::{Derive, Field, Input, Style};
-use crate::{bound, dummy};
+use crate::{bound, dummy, valid};
 
 /// Expands `#[derive(FromDLPack)]` on `node`.
 pub(crate) fn derive(node: &DeriveInput) -> syn::Result<TokenStream> {
-    let input = Input::from_syn(node, Derive::FromDLPack)?;
+    let input = valid::input(node, Derive::FromDLPack)?;
     Ok(expand(&input))
 }
 

@@ -9,11 +9,11 @@ use syn::DeriveInput;
 use syn::spanned::Spanned as _;
 
 use crate::ast::{Derive, Input};
-use crate::{bound, dummy, tensor_fields};
+use crate::{bound, dummy, tensor_fields, valid};
 
 /// Expands `#[derive(ToDLPack)]` on `node`.
 pub(crate) fn derive(node: &DeriveInput) -> syn::Result<TokenStream> {
-    let input = Input::from_syn(node, Derive::ToDLPack)?;
+    let input = valid::input(node, Derive::ToDLPack)?;
     Ok(expand(&input))
 }
 

@@ -3,11 +3,22 @@
 
 use std::collections::BTreeSet;
 
-use crate::ast::{Field, Input};
+use syn::DeriveInput;
+
+use crate::ast::{Derive, Field, Input};
 use crate::ctxt::Ctxt;
 
+/// Reads and checks `node`; every problem found is in the one error returned.
+pub(crate) fn input(node: &DeriveInput, derive: Derive) -> syn::Result<Input<'_>> {
+    let mut cx = Ctxt::new();
+    let input = Input::from_syn(&mut cx, node, derive);
+    check(&mut cx, &input);
+    cx.check()?;
+    Ok(input)
+}
+
 /// Reports every problem of `input` to `cx`.
-pub(crate) fn check(cx: &mut Ctxt, input: &Input<'_>) {
+fn check(cx: &mut Ctxt, input: &Input<'_>) {
     for field in &input.fields {
         check_field(cx, field);
     }

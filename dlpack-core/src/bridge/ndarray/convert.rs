@@ -352,7 +352,7 @@ to_one_tensor! {
             Ok(array) => export_array(array, 0),
             // A consumer that ignores `READ_ONLY` (PyTorch) could store bytes that are no
             // `bool` where the other handles read them.
-            Err(shared) if A::DTYPE == crate::DataType::BOOL => export_copy(&shared),
+            Err(shared) if A::DTYPE == crate::dtype::DataType::BOOL => export_copy(&shared),
             Err(shared) => export_shared(shared),
         }
     }

@@ -227,7 +227,7 @@ struct ShareOwner<A, D>(ArcArray<A, D>);
 fn share_writable<A: Element, D: Dimension + 'static>(
     array: &ArcArray<A, D>,
 ) -> Result<ManagedTensor> {
-    if A::DTYPE == crate::DataType::BOOL {
+    if A::DTYPE == crate::dtype::DataType::BOOL {
         return export_copy(array);
     }
     // SAFETY:

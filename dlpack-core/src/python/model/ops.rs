@@ -16,7 +16,7 @@ use super::PyModel;
 /// A tensor's name, dtype and shape.
 pub(super) struct Entry {
     pub(super) name: String,
-    pub(super) dtype: crate::DataType,
+    pub(super) dtype: crate::dtype::DataType,
     pub(super) shape: Vec<usize>,
 }
 
