@@ -30,15 +30,31 @@ fn refused(bytes: &[u8]) -> Error {
     err
 }
 
+/// The header of an `F32` tensor of the bytes from `begin` to `end`.
+fn f32_at(begin: usize, end: usize) -> String {
+    format!(
+        r#"{{"dtype":"F32","shape":[{}],"data_offsets":[{begin},{end}]}}"#,
+        (end - begin) / 4
+    )
+}
+
+/// A malformed file: (what is wrong, the file's bytes, the tensor the error names, a
+/// part of its reason).
+type Case = (&'static str, Vec<u8>, Option<&'static str>, &'static str);
+
+/// Each case, read and mapped, is an invalid file naming its tensor, for its reason.
+fn all_refused(cases: Vec<Case>) {
+    for (what, bytes, tensor, reason) in cases {
+        let err = refused(&bytes);
+        let (got_tensor, got_reason) = invalid_reason(&err);
+        assert_eq!(got_tensor.as_deref(), tensor, "{what}: {err}");
+        assert!(got_reason.contains(reason), "{what}: {err}");
+    }
+}
+
 #[test]
-fn malformed_files_are_typed_errors() {
-    let f32_at = |begin: usize, end: usize| {
-        format!(
-            r#"{{"dtype":"F32","shape":[{}],"data_offsets":[{begin},{end}]}}"#,
-            (end - begin) / 4
-        )
-    };
-    let cases: Vec<(&str, Vec<u8>, Option<&str>, &str)> = vec![
+fn malformed_length_prefixes_are_typed_errors() {
+    all_refused(vec![
         ("empty file", vec![], None, "fewer than the 8"),
         ("short file", vec![1, 2, 3], None, "fewer than the 8"),
         (
@@ -53,6 +69,12 @@ fn malformed_files_are_typed_errors() {
             None,
             "limit",
         ),
+    ]);
+}
+
+#[test]
+fn malformed_header_json_is_a_typed_error() {
+    all_refused(vec![
         ("not UTF-8", not_utf8(), None, "not UTF-8"),
         (
             "not JSON",
@@ -91,6 +113,27 @@ fn malformed_files_are_typed_errors() {
             "not a valid JSON",
         ),
         (
+            "metadata not strings",
+            file_with(r#"{"__metadata__":{"a":1}}"#, &[]),
+            None,
+            "not a valid JSON",
+        ),
+        (
+            "negative extent",
+            file_with(
+                r#"{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}"#,
+                &[],
+            ),
+            None,
+            "not a valid JSON",
+        ),
+    ]);
+}
+
+#[test]
+fn malformed_data_offsets_are_typed_errors() {
+    all_refused(vec![
+        (
             "offsets out of order",
             file_with(
                 &format!(
@@ -126,6 +169,24 @@ fn malformed_files_are_typed_errors() {
             Some("a"),
             "gap",
         ),
+        (
+            "truncated data",
+            file_with(&format!(r#"{{"a":{}}}"#, f32_at(0, 8)), &[0; 5]),
+            None,
+            "truncated",
+        ),
+        (
+            "trailing data",
+            file_with(&format!(r#"{{"a":{}}}"#, f32_at(0, 4)), &[0; 9]),
+            None,
+            "longer than described",
+        ),
+    ]);
+}
+
+#[test]
+fn malformed_tensors_are_typed_errors() {
+    all_refused(vec![
         (
             "byte length and shape disagree",
             file_with(
@@ -163,18 +224,6 @@ fn malformed_files_are_typed_errors() {
             "not a whole number",
         ),
         (
-            "truncated data",
-            file_with(&format!(r#"{{"a":{}}}"#, f32_at(0, 8)), &[0; 5]),
-            None,
-            "truncated",
-        ),
-        (
-            "trailing data",
-            file_with(&format!(r#"{{"a":{}}}"#, f32_at(0, 4)), &[0; 9]),
-            None,
-            "longer than described",
-        ),
-        (
             "an invalid bool",
             file_with(
                 r#"{"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}}"#,
@@ -182,21 +231,6 @@ fn malformed_files_are_typed_errors() {
             ),
             Some("m"),
             "byte 2",
-        ),
-        (
-            "metadata not strings",
-            file_with(r#"{"__metadata__":{"a":1}}"#, &[]),
-            None,
-            "not a valid JSON",
-        ),
-        (
-            "negative extent",
-            file_with(
-                r#"{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}"#,
-                &[],
-            ),
-            None,
-            "not a valid JSON",
         ),
         (
             "an extent that does not fit an i64",
@@ -228,11 +262,5 @@ fn malformed_files_are_typed_errors() {
             Some(""),
             "must not be empty",
         ),
-    ];
-    for (what, bytes, tensor, reason) in cases {
-        let err = refused(&bytes);
-        let (got_tensor, got_reason) = invalid_reason(&err);
-        assert_eq!(got_tensor.as_deref(), tensor, "{what}: {err}");
-        assert!(got_reason.contains(reason), "{what}: {err}");
-    }
+    ]);
 }
