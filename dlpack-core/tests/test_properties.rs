@@ -331,51 +331,15 @@ const MAX_BUFFER: usize = 1 << 20;
 /// the buffer size the honest producer must allocate.
 fn model(f: &Foreign) -> (Expect, usize) {
     use Expect::Err as E;
-    if f.major != 1 {
-        return (E("version"), 0);
-    }
-    if let Some(n) = f.ndim_override {
-        if n < 0 {
-            return (E("ndim"), 0);
-        }
-    }
-    if f.shape_null && !f.shape.is_empty() {
-        return (E("null pointer"), 0);
-    }
-    if ![1, 3, 11, 13].contains(&f.device) {
-        return (E("device"), 0);
-    }
-    if f.dtype.lanes != 1 {
-        return (E("lanes"), 0);
-    }
-    if f.dtype != f.elem.dtype() {
-        return (E("dtype"), 0);
-    }
-    if f.fixed_rank && f.shape.len() != 2 {
-        return (E("rank"), 0);
-    }
-    if f.mutable && f.read_only {
-        return (E("read-only"), 0);
+    if let Some(kind) = header_error(f) {
+        return (E(kind), 0);
     }
     let size = f.elem.size() as i128;
     let max = isize::MAX as i128;
-    let mut nonzero: i128 = 1;
-    let mut count: i128 = 1;
-    for &e in &f.shape {
-        if e < 0 {
-            return (E("extent"), 0);
-        }
-        count *= e as i128;
-        if e != 0 {
-            nonzero *= e as i128;
-            if nonzero > usize::MAX as i128 {
-                return (E("overflow"), 0);
-            }
-        }
-    }
-    if nonzero > max / size {
-        return (E("overflow"), 0);
-    }
+    let count = match element_count(&f.shape, size) {
+        Ok(count) => count,
+        Err(kind) => return (E(kind), 0),
+    };
     if count == 0 {
         return (
             Expect::View {
@@ -386,36 +350,11 @@ fn model(f: &Foreign) -> (Expect, usize) {
             0,
         );
     }
-    let strides: Vec<i64> = match &f.strides {
-        Some(s) => s.clone(),
-        None => {
-            let mut s = vec![0i64; f.shape.len()];
-            let mut acc = 1i64;
-            for axis in (0..f.shape.len()).rev() {
-                s[axis] = acc;
-                acc *= f.shape[axis];
-            }
-            s
-        }
+    let strides = strides_or_c_order(f);
+    let (low, high) = match reach(&f.shape, &strides) {
+        Ok(reach) => reach,
+        Err(kind) => return (E(kind), 0),
     };
-    let (mut low, mut high) = (0i128, 0i128);
-    for (&e, &s) in f.shape.iter().zip(&strides) {
-        if e <= 1 {
-            continue;
-        }
-        let reach = (s as i128).abs() * (e as i128 - 1);
-        if reach > usize::MAX as i128 {
-            return (E("overflow"), 0);
-        }
-        if s < 0 {
-            low += reach
-        } else {
-            high += reach
-        }
-        if low > usize::MAX as i128 || high > usize::MAX as i128 {
-            return (E("overflow"), 0);
-        }
-    }
     let span = low + high + 1;
     if span > max / size {
         return (E("overflow"), 0);
@@ -425,19 +364,8 @@ fn model(f: &Foreign) -> (Expect, usize) {
         // Valid, but more memory than an honest test producer wants to allocate.
         return (E("too big"), 0);
     }
-    if f.mutable {
-        let truth = overlaps(&f.shape, &strides);
-        let rule = dominance_rule_refuses(&f.shape, &strides);
-        assert!(
-            rule || !truth,
-            "the documented rule must refuse every overlap"
-        );
-        if rule {
-            if !truth {
-                REFUSED.fetch_add(1, Ordering::Relaxed);
-            }
-            return (E("overlap"), 0);
-        }
+    if f.mutable && refuses_overlap(&f.shape, &strides) {
+        return (E("overlap"), 0);
     }
     let first = BASE + f.misalign + (low * size) as usize;
     let buffer = span_bytes as usize + 2 * BASE;
@@ -452,6 +380,118 @@ fn model(f: &Foreign) -> (Expect, usize) {
         },
         buffer,
     )
+}
+
+/// The model's checks of the header alone, in the order the import makes them: the
+/// error kind of the first that fails.
+fn header_error(f: &Foreign) -> Option<&'static str> {
+    if f.major != 1 {
+        return Some("version");
+    }
+    if let Some(n) = f.ndim_override {
+        if n < 0 {
+            return Some("ndim");
+        }
+    }
+    if f.shape_null && !f.shape.is_empty() {
+        return Some("null pointer");
+    }
+    if ![1, 3, 11, 13].contains(&f.device) {
+        return Some("device");
+    }
+    if f.dtype.lanes != 1 {
+        return Some("lanes");
+    }
+    if f.dtype != f.elem.dtype() {
+        return Some("dtype");
+    }
+    if f.fixed_rank && f.shape.len() != 2 {
+        return Some("rank");
+    }
+    if f.mutable && f.read_only {
+        return Some("read-only");
+    }
+    None
+}
+
+/// The number of elements of `shape`, or the error kind of its extents: a negative
+/// one, or non-zero ones whose product passes `usize` or `isize::MAX` bytes of `size`.
+fn element_count(shape: &[i64], size: i128) -> Result<i128, &'static str> {
+    let max = isize::MAX as i128;
+    let mut nonzero: i128 = 1;
+    let mut count: i128 = 1;
+    for &e in shape {
+        if e < 0 {
+            return Err("extent");
+        }
+        count *= e as i128;
+        if e != 0 {
+            nonzero *= e as i128;
+            if nonzero > usize::MAX as i128 {
+                return Err("overflow");
+            }
+        }
+    }
+    if nonzero > max / size {
+        return Err("overflow");
+    }
+    Ok(count)
+}
+
+/// The producer's strides, or C order's when it gives none.
+fn strides_or_c_order(f: &Foreign) -> Vec<i64> {
+    match &f.strides {
+        Some(s) => s.clone(),
+        None => {
+            let mut s = vec![0i64; f.shape.len()];
+            let mut acc = 1i64;
+            for axis in (0..f.shape.len()).rev() {
+                s[axis] = acc;
+                acc *= f.shape[axis];
+            }
+            s
+        }
+    }
+}
+
+/// How many elements the view reaches below element 0 and above it, or `"overflow"`
+/// when either passes `usize`.
+fn reach(shape: &[i64], strides: &[i64]) -> Result<(i128, i128), &'static str> {
+    let (mut low, mut high) = (0i128, 0i128);
+    for (&e, &s) in shape.iter().zip(strides) {
+        if e <= 1 {
+            continue;
+        }
+        let reach = (s as i128).abs() * (e as i128 - 1);
+        if reach > usize::MAX as i128 {
+            return Err("overflow");
+        }
+        if s < 0 {
+            low += reach
+        } else {
+            high += reach
+        }
+        if low > usize::MAX as i128 || high > usize::MAX as i128 {
+            return Err("overflow");
+        }
+    }
+    Ok((low, high))
+}
+
+/// Whether a mutable view of these strides is refused as overlapping: the documented
+/// rule, checked against the truth (it must refuse every overlap; the refusals of views
+/// that do not overlap are counted).
+fn refuses_overlap(shape: &[i64], strides: &[i64]) -> bool {
+    let truth = overlaps(shape, strides);
+    let rule = dominance_rule_refuses(shape, strides);
+    assert!(
+        rule || !truth,
+        "the documented rule must refuse every overlap"
+    );
+    if rule && !truth {
+        REFUSED.fetch_add(1, Ordering::Relaxed);
+    }
+    rule
 }
 
 /// The documented, conservative rule for mutable views: sorted by |stride|, each
