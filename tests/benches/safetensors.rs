@@ -296,112 +296,15 @@ fn main() {
         return;
     }
 
-    let mut group = c.benchmark_group("map");
-    group.bench_function("gpt2/dlpack-core map_safetensors", |b| {
-        b.iter_batched(
-            || (),
-            // SAFETY: the benchmark's own file, which nothing modifies while mapped.
-            |()| unsafe { TensorBatch::map_safetensors(&gpt2_path) }.unwrap(),
-            BatchSize::PerIteration,
-        )
-    });
-    group.bench_function("gpt2/dlpark SafeTensorFile open + tensors", |b| {
-        b.iter_batched(
-            || (),
-            |()| {
-                let file = dlpark::interop::safetensors::SafeTensorFile::open(&gpt2_path).unwrap();
-                file.names()
-                    .iter()
-                    .map(|name| file.tensor(name).unwrap())
-                    .collect::<Vec<_>>()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    // The same tensor count, 10 MiB and 1 GiB: a map costs its header.
-    for (name, d, vocab) in [("10MiB", 48, 50_000), ("1GiB", 1152, 65_000)] {
-        let path = model_file(&folder, &format!("{name}.safetensors"), d, vocab);
-        let size = std::fs::metadata(&path).unwrap().len();
-        group.bench_function(
-            format!("{name} ({:.0} MiB)/dlpack-core map_safetensors", mib(size)),
-            |b| {
-                b.iter_batched(
-                    || (),
-                    // SAFETY: as above.
-                    |()| unsafe { TensorBatch::map_safetensors(&path) }.unwrap(),
-                    BatchSize::PerIteration,
-                )
-            },
-        );
-    }
-    group.finish();
-
-    let mut group = c.benchmark_group("read");
-    group.bench_function(
-        "gpt2/dlpack-core read_safetensors + Gpt2::from_dlpack",
-        |b| {
-            b.iter(|| {
-                Gpt2::from_dlpack(TensorBatch::read_safetensors(&gpt2_path).unwrap()).unwrap()
-            })
-        },
-    );
-    group.bench_function("gpt2/std::fs::read", |b| {
-        b.iter(|| std::fs::read(&gpt2_path).unwrap())
-    });
-    group.finish();
-
+    bench_map(&mut c, &folder, &gpt2_path);
+    bench_read(&mut c, &gpt2_path);
     let batch = TensorBatch::read_safetensors(&gpt2_path).unwrap();
     let bytes = std::fs::read(&gpt2_path).unwrap();
-    let mut group = c.benchmark_group("write");
-    group.bench_function("gpt2/dlpack-core write_safetensors", |b| {
-        b.iter(|| batch.write_safetensors(&out).unwrap())
-    });
-    group.bench_function("gpt2/std::fs::write", |b| {
-        b.iter(|| std::fs::write(&out, &bytes).unwrap())
-    });
-    group.bench_function("gpt2/safetensors serialize_to_file", |b| {
-        b.iter(|| {
-            let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = batch
-                .iter()
-                .map(|(name, tensor)| (name, view(tensor)))
-                .collect();
-            safetensors::serialize_to_file(views, None, &out).unwrap()
-        })
-    });
-    group.finish();
+    bench_write(&mut c, &batch, &bytes, &out);
     let _ = std::fs::remove_file(&out);
 
     // The same comparisons, alternating, for the ratios (medians on a noisy machine).
-    print_alternating(
-        "read, gpt2",
-        9,
-        &mut [
-            ("read_safetensors + Gpt2::from_dlpack", &mut || {
-                black_box(
-                    Gpt2::from_dlpack(TensorBatch::read_safetensors(&gpt2_path).unwrap()).unwrap(),
-                );
-            }),
-            ("std::fs::read", &mut || {
-                black_box(std::fs::read(&gpt2_path).unwrap());
-            }),
-        ],
-    );
-    print_alternating(
-        "write, gpt2",
-        9,
-        &mut [
-            ("write_safetensors", &mut || {
-                batch.write_safetensors(&out).unwrap()
-            }),
-            ("std::fs::write", &mut || {
-                std::fs::write(&out, &bytes).unwrap()
-            }),
-            ("safetensors serialize_to_file", &mut || {
-                let views: Vec<_> = batch.iter().map(|(n, t)| (n, view(t))).collect();
-                safetensors::serialize_to_file(views, None, &out).unwrap()
-            }),
-        ],
-    );
+    alternate_read_and_write(&gpt2_path, &batch, &bytes, &out);
     let _ = std::fs::remove_file(&out);
     c.final_summary();
     drop(batch);
@@ -416,6 +319,121 @@ fn main() {
         print!("  {}", memory_in_fresh_process(op, &folder));
     }
     checkpoints(&mut c, &folder, &gpt2_path);
+}
+
+/// The `map` group: `map_safetensors` of the GPT-2 file beside dlpark's, and of a
+/// 10 MiB and a 1 GiB file of as many tensors.
+fn bench_map(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
+    let mut group = c.benchmark_group("map");
+    group.bench_function("gpt2/dlpack-core map_safetensors", |b| {
+        b.iter_batched(
+            || (),
+            // SAFETY: the benchmark's own file, which nothing modifies while mapped.
+            |()| unsafe { TensorBatch::map_safetensors(gpt2_path) }.unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("gpt2/dlpark SafeTensorFile open + tensors", |b| {
+        b.iter_batched(
+            || (),
+            |()| {
+                let file = dlpark::interop::safetensors::SafeTensorFile::open(gpt2_path).unwrap();
+                file.names()
+                    .iter()
+                    .map(|name| file.tensor(name).unwrap())
+                    .collect::<Vec<_>>()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    // The same tensor count, 10 MiB and 1 GiB: a map costs its header.
+    for (name, d, vocab) in [("10MiB", 48, 50_000), ("1GiB", 1152, 65_000)] {
+        let path = model_file(folder, &format!("{name}.safetensors"), d, vocab);
+        let size = std::fs::metadata(&path).unwrap().len();
+        group.bench_function(
+            format!("{name} ({:.0} MiB)/dlpack-core map_safetensors", mib(size)),
+            |b| {
+                b.iter_batched(
+                    || (),
+                    // SAFETY: as above.
+                    |()| unsafe { TensorBatch::map_safetensors(&path) }.unwrap(),
+                    BatchSize::PerIteration,
+                )
+            },
+        );
+    }
+    group.finish();
+}
+
+/// The `read` group: a read into the model's owned fields beside `std::fs::read`.
+fn bench_read(c: &mut Criterion, gpt2_path: &Path) {
+    let mut group = c.benchmark_group("read");
+    group.bench_function(
+        "gpt2/dlpack-core read_safetensors + Gpt2::from_dlpack",
+        |b| {
+            b.iter(|| Gpt2::from_dlpack(TensorBatch::read_safetensors(gpt2_path).unwrap()).unwrap())
+        },
+    );
+    group.bench_function("gpt2/std::fs::read", |b| {
+        b.iter(|| std::fs::read(gpt2_path).unwrap())
+    });
+    group.finish();
+}
+
+/// The `write` group: `batch` written to `out` beside `std::fs::write` of the file's
+/// `bytes` and the `safetensors` crate's `serialize_to_file`.
+fn bench_write(c: &mut Criterion, batch: &TensorBatch, bytes: &[u8], out: &Path) {
+    let mut group = c.benchmark_group("write");
+    group.bench_function("gpt2/dlpack-core write_safetensors", |b| {
+        b.iter(|| batch.write_safetensors(out).unwrap())
+    });
+    group.bench_function("gpt2/std::fs::write", |b| {
+        b.iter(|| std::fs::write(out, bytes).unwrap())
+    });
+    group.bench_function("gpt2/safetensors serialize_to_file", |b| {
+        b.iter(|| {
+            let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = batch
+                .iter()
+                .map(|(name, tensor)| (name, view(tensor)))
+                .collect();
+            safetensors::serialize_to_file(views, None, out).unwrap()
+        })
+    });
+    group.finish();
+}
+
+/// The read and the write again, each alternating with its anchors.
+fn alternate_read_and_write(gpt2_path: &Path, batch: &TensorBatch, bytes: &[u8], out: &Path) {
+    print_alternating(
+        "read, gpt2",
+        9,
+        &mut [
+            ("read_safetensors + Gpt2::from_dlpack", &mut || {
+                black_box(
+                    Gpt2::from_dlpack(TensorBatch::read_safetensors(gpt2_path).unwrap()).unwrap(),
+                );
+            }),
+            ("std::fs::read", &mut || {
+                black_box(std::fs::read(gpt2_path).unwrap());
+            }),
+        ],
+    );
+    print_alternating(
+        "write, gpt2",
+        9,
+        &mut [
+            ("write_safetensors", &mut || {
+                batch.write_safetensors(out).unwrap()
+            }),
+            ("std::fs::write", &mut || {
+                std::fs::write(out, bytes).unwrap()
+            }),
+            ("safetensors serialize_to_file", &mut || {
+                let views: Vec<_> = batch.iter().map(|(n, t)| (n, view(t))).collect();
+                safetensors::serialize_to_file(views, None, out).unwrap()
+            }),
+        ],
+    );
 }
 
 /// [`memory_of`] `op`, in a fresh process (this program again).
@@ -442,176 +460,12 @@ fn shards_of(dir: &Path) -> Vec<PathBuf> {
 /// Checkpoints as published: the GPT-2 weights of `gpt2_path` as 4 shards (float32,
 /// and bfloat16), written, loaded, converted and mapped beside their anchors.
 fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
-    let batch = TensorBatch::read_safetensors(gpt2_path).unwrap();
-    let total: u64 = batch
-        .iter()
-        .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
-        .sum();
-    // wte alone, then three shards of the blocks.
-    let max = total / 4 + (1 << 20);
-    let dir = folder.join("gpt2-4");
-    batch.write_checkpoint(&dir, max).unwrap();
-    let shards = shards_of(&dir);
-    let bf16_dir = folder.join("gpt2-4-bf16");
-    let narrow = ReadOptions::new().convert_floats(DataType::BF16);
-    let stored = Checkpoint::open(&dir)
-        .unwrap()
-        .read_where_with(|_| true, &narrow)
-        .unwrap();
-    stored.write_checkpoint(&bf16_dir, max / 2).unwrap();
-    drop(stored);
-    let bf16_shards = shards_of(&bf16_dir);
-    println!(
-        "\ncheckpoints: {} float32 shards, {} bfloat16 shards, {:.1} MiB of float32",
-        shards.len(),
-        bf16_shards.len(),
-        mib(total)
-    );
-    for shard in shards.iter().chain(&bf16_shards) {
-        black_box(std::fs::read(shard).unwrap());
-    }
-    let out = folder.join("out-checkpoint");
-    let one = folder.join("out.safetensors");
-    let wide = ReadOptions::new().convert_floats(DataType::F32);
-    let cpu = candle_core::Device::Cpu;
-    let candle = |paths: &[PathBuf]| {
-        // SAFETY: the benchmark's own files, which nothing modifies while mapped.
-        let files = unsafe { candle_core::safetensors::MmapedSafetensors::multi(paths) }.unwrap();
-        files
-            .tensors()
-            .into_iter()
-            .map(|(name, _)| {
-                let tensor = files.load(&name, &cpu).unwrap();
-                tensor.to_dtype(candle_core::DType::F32).unwrap()
-            })
-            .collect::<Vec<_>>()
-    };
-
-    let mut group = c.benchmark_group("checkpoint");
-    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + read", |b| {
-        b.iter(|| Checkpoint::open(&dir).unwrap().read::<Gpt2>().unwrap())
-    });
-    group.bench_function("gpt2 4 shards/std::fs::read every shard, all kept", |b| {
-        b.iter(|| {
-            shards
-                .iter()
-                .map(|s| std::fs::read(s).unwrap())
-                .collect::<Vec<_>>()
-        })
-    });
-    group.bench_function(
-        "gpt2 4 shards bf16/dlpack-core load converting to f32",
-        |b| {
-            b.iter(|| {
-                let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
-                checkpoint.read_with::<Gpt2>(&wide).unwrap()
-            })
-        },
-    );
-    group.bench_function(
-        "gpt2 4 shards bf16/candle mmaped + to_dtype(F32) every tensor",
-        |b| b.iter(|| candle(&bf16_shards)),
-    );
-    group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + map", |b| {
-        b.iter_batched(
-            || (),
-            // SAFETY: the benchmark's own files, which nothing modifies while mapped.
-            |()| unsafe { Checkpoint::open(&dir).unwrap().map() }.unwrap(),
-            BatchSize::PerIteration,
-        )
-    });
-    group.bench_function(
-        "gpt2 4 shards/dlpack-core map_safetensors of each shard",
-        |b| {
-            b.iter_batched(
-                || (),
-                |()| {
-                    shards
-                        .iter()
-                        // SAFETY: the benchmark's own files, which nothing modifies while
-                        // mapped.
-                        .map(|s| unsafe { TensorBatch::map_safetensors(s) }.unwrap())
-                        .collect::<Vec<_>>()
-                },
-                BatchSize::PerIteration,
-            )
-        },
-    );
-    group.bench_function("gpt2/dlpack-core write_checkpoint (4 shards)", |b| {
-        b.iter(|| batch.write_checkpoint(&out, max).unwrap())
-    });
-    group.bench_function("gpt2/dlpack-core write_safetensors (one file)", |b| {
-        b.iter(|| batch.write_safetensors(&one).unwrap())
-    });
-    group.finish();
-
-    print_alternating(
-        "checkpoint load, gpt2 in 4 shards",
-        9,
-        &mut [
-            ("Checkpoint::open + read::<Gpt2> (float32)", &mut || {
-                black_box(Checkpoint::open(&dir).unwrap().read::<Gpt2>().unwrap());
-            }),
-            (
-                "std::fs::read of every shard, one after another, all kept",
-                &mut || {
-                    // Every shard in memory at once, as a load's output is (a shard
-                    // dropped before the next is read would lend its pages to the next).
-                    let all: Vec<Vec<u8>> =
-                        shards.iter().map(|s| std::fs::read(s).unwrap()).collect();
-                    black_box(all);
-                },
-            ),
-            (
-                "bfloat16 shards: read_with::<Gpt2>(convert to float32)",
-                &mut || {
-                    let checkpoint = Checkpoint::open(&bf16_dir).unwrap();
-                    black_box(checkpoint.read_with::<Gpt2>(&wide).unwrap());
-                },
-            ),
-            (
-                "bfloat16 shards: candle mmaped + to_dtype(F32) every tensor",
-                &mut || {
-                    black_box(candle(&bf16_shards));
-                },
-            ),
-        ],
-    );
-    print_alternating(
-        "checkpoint map, gpt2 in 4 shards",
-        31,
-        &mut [
-            ("Checkpoint::open + map", &mut || {
-                // SAFETY: the benchmark's own files, which nothing modifies while mapped.
-                black_box(unsafe { Checkpoint::open(&dir).unwrap().map() }.unwrap());
-            }),
-            ("map_safetensors of each of the 4 shards", &mut || {
-                for shard in &shards {
-                    // SAFETY: as above.
-                    black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
-                }
-            }),
-            // Its part: the index and the four headers read and parsed.
-            ("Checkpoint::open alone", &mut || {
-                black_box(Checkpoint::open(&dir).unwrap());
-            }),
-        ],
-    );
-    print_alternating(
-        "checkpoint write, gpt2",
-        9,
-        &mut [
-            ("write_checkpoint (4 shards and the index)", &mut || {
-                batch.write_checkpoint(&out, max).unwrap()
-            }),
-            ("write_safetensors (one file)", &mut || {
-                batch.write_safetensors(&one).unwrap()
-            }),
-        ],
-    );
-    let _ = std::fs::remove_dir_all(&out);
-    let _ = std::fs::remove_file(&one);
-    drop(batch);
+    let checkpoints = Checkpoints::write(folder, gpt2_path);
+    checkpoints.bench(c);
+    checkpoints.alternate();
+    let _ = std::fs::remove_dir_all(&checkpoints.out);
+    let _ = std::fs::remove_file(&checkpoints.one);
+    drop(checkpoints);
     println!("\nmemory of the checkpoint loads, each in a fresh process:");
     for op in ["load", "load-bf16"] {
         print!("  {}", memory_in_fresh_process(op, folder));
@@ -620,6 +474,237 @@ fn checkpoints(c: &mut Criterion, folder: &Path, gpt2_path: &Path) {
         "  (a load that converts stages at most 256 KiB + 96 KiB per thread; one that does \
          not, nothing)"
     );
+}
+
+/// The checkpoints of the GPT-2 weights, float32 and bfloat16, and where the writes go.
+struct Checkpoints {
+    batch: TensorBatch,
+    /// The largest float32 shard (half of it for the bfloat16 shards).
+    max: u64,
+    dir: PathBuf,
+    shards: Vec<PathBuf>,
+    bf16_dir: PathBuf,
+    bf16_shards: Vec<PathBuf>,
+    /// Where `write_checkpoint` writes, and where `write_safetensors` does.
+    out: PathBuf,
+    one: PathBuf,
+    /// The conversion of the bfloat16 loads.
+    wide: ReadOptions,
+}
+
+impl Checkpoints {
+    /// Writes the checkpoints of `gpt2_path` into `folder` and warms the page cache.
+    fn write(folder: &Path, gpt2_path: &Path) -> Self {
+        let batch = TensorBatch::read_safetensors(gpt2_path).unwrap();
+        let total: u64 = batch
+            .iter()
+            .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
+            .sum();
+        // wte alone, then three shards of the blocks.
+        let max = total / 4 + (1 << 20);
+        let dir = folder.join("gpt2-4");
+        batch.write_checkpoint(&dir, max).unwrap();
+        let shards = shards_of(&dir);
+        let bf16_dir = folder.join("gpt2-4-bf16");
+        let narrow = ReadOptions::new().convert_floats(DataType::BF16);
+        let stored = Checkpoint::open(&dir)
+            .unwrap()
+            .read_where_with(|_| true, &narrow)
+            .unwrap();
+        stored.write_checkpoint(&bf16_dir, max / 2).unwrap();
+        drop(stored);
+        let bf16_shards = shards_of(&bf16_dir);
+        println!(
+            "\ncheckpoints: {} float32 shards, {} bfloat16 shards, {:.1} MiB of float32",
+            shards.len(),
+            bf16_shards.len(),
+            mib(total)
+        );
+        for shard in shards.iter().chain(&bf16_shards) {
+            black_box(std::fs::read(shard).unwrap());
+        }
+        Self {
+            batch,
+            max,
+            dir,
+            shards,
+            bf16_dir,
+            bf16_shards,
+            out: folder.join("out-checkpoint"),
+            one: folder.join("out.safetensors"),
+            wide: ReadOptions::new().convert_floats(DataType::F32),
+        }
+    }
+
+    /// The `checkpoint` group: loads, the bfloat16 load converting, maps and writes.
+    fn bench(&self, c: &mut Criterion) {
+        let Self {
+            batch,
+            max,
+            dir,
+            shards,
+            bf16_dir,
+            bf16_shards,
+            out,
+            one,
+            wide,
+        } = self;
+        let mut group = c.benchmark_group("checkpoint");
+        group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + read", |b| {
+            b.iter(|| Checkpoint::open(dir).unwrap().read::<Gpt2>().unwrap())
+        });
+        group.bench_function("gpt2 4 shards/std::fs::read every shard, all kept", |b| {
+            b.iter(|| {
+                shards
+                    .iter()
+                    .map(|s| std::fs::read(s).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        });
+        group.bench_function(
+            "gpt2 4 shards bf16/dlpack-core load converting to f32",
+            |b| {
+                b.iter(|| {
+                    let checkpoint = Checkpoint::open(bf16_dir).unwrap();
+                    checkpoint.read_with::<Gpt2>(wide).unwrap()
+                })
+            },
+        );
+        group.bench_function(
+            "gpt2 4 shards bf16/candle mmaped + to_dtype(F32) every tensor",
+            |b| b.iter(|| candle_load(bf16_shards)),
+        );
+        group.bench_function("gpt2 4 shards/dlpack-core Checkpoint::open + map", |b| {
+            b.iter_batched(
+                || (),
+                // SAFETY: the benchmark's own files, which nothing modifies while mapped.
+                |()| unsafe { Checkpoint::open(dir).unwrap().map() }.unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        group.bench_function(
+            "gpt2 4 shards/dlpack-core map_safetensors of each shard",
+            |b| {
+                b.iter_batched(
+                    || (),
+                    |()| {
+                        shards
+                            .iter()
+                            // SAFETY: the benchmark's own files, which nothing modifies
+                            // while mapped.
+                            .map(|s| unsafe { TensorBatch::map_safetensors(s) }.unwrap())
+                            .collect::<Vec<_>>()
+                    },
+                    BatchSize::PerIteration,
+                )
+            },
+        );
+        group.bench_function("gpt2/dlpack-core write_checkpoint (4 shards)", |b| {
+            b.iter(|| batch.write_checkpoint(out, *max).unwrap())
+        });
+        group.bench_function("gpt2/dlpack-core write_safetensors (one file)", |b| {
+            b.iter(|| batch.write_safetensors(one).unwrap())
+        });
+        group.finish();
+    }
+
+    /// The loads, the maps and the writes again, each alternating with its anchors.
+    fn alternate(&self) {
+        let Self {
+            batch,
+            max,
+            dir,
+            shards,
+            bf16_dir,
+            bf16_shards,
+            out,
+            one,
+            wide,
+        } = self;
+        print_alternating(
+            "checkpoint load, gpt2 in 4 shards",
+            9,
+            &mut [
+                ("Checkpoint::open + read::<Gpt2> (float32)", &mut || {
+                    black_box(Checkpoint::open(dir).unwrap().read::<Gpt2>().unwrap());
+                }),
+                (
+                    "std::fs::read of every shard, one after another, all kept",
+                    &mut || {
+                        // Every shard in memory at once, as a load's output is (a shard
+                        // dropped before the next is read would lend its pages to the
+                        // next).
+                        let all: Vec<Vec<u8>> =
+                            shards.iter().map(|s| std::fs::read(s).unwrap()).collect();
+                        black_box(all);
+                    },
+                ),
+                (
+                    "bfloat16 shards: read_with::<Gpt2>(convert to float32)",
+                    &mut || {
+                        let checkpoint = Checkpoint::open(bf16_dir).unwrap();
+                        black_box(checkpoint.read_with::<Gpt2>(wide).unwrap());
+                    },
+                ),
+                (
+                    "bfloat16 shards: candle mmaped + to_dtype(F32) every tensor",
+                    &mut || {
+                        black_box(candle_load(bf16_shards));
+                    },
+                ),
+            ],
+        );
+        print_alternating(
+            "checkpoint map, gpt2 in 4 shards",
+            31,
+            &mut [
+                ("Checkpoint::open + map", &mut || {
+                    // SAFETY: the benchmark's own files, which nothing modifies while
+                    // mapped.
+                    black_box(unsafe { Checkpoint::open(dir).unwrap().map() }.unwrap());
+                }),
+                ("map_safetensors of each of the 4 shards", &mut || {
+                    for shard in shards {
+                        // SAFETY: as above.
+                        black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
+                    }
+                }),
+                // Its part: the index and the four headers read and parsed.
+                ("Checkpoint::open alone", &mut || {
+                    black_box(Checkpoint::open(dir).unwrap());
+                }),
+            ],
+        );
+        print_alternating(
+            "checkpoint write, gpt2",
+            9,
+            &mut [
+                ("write_checkpoint (4 shards and the index)", &mut || {
+                    batch.write_checkpoint(out, *max).unwrap()
+                }),
+                ("write_safetensors (one file)", &mut || {
+                    batch.write_safetensors(one).unwrap()
+                }),
+            ],
+        );
+    }
+}
+
+/// candle's mapped loader over `paths`, converting and fetching every tensor, as
+/// `VarBuilder::from_mmaped_safetensors(&paths, DType::F32, &Device::Cpu)` does on
+/// each `get`.
+fn candle_load(paths: &[PathBuf]) -> Vec<candle_core::Tensor> {
+    let cpu = candle_core::Device::Cpu;
+    // SAFETY: the benchmark's own files, which nothing modifies while mapped.
+    let files = unsafe { candle_core::safetensors::MmapedSafetensors::multi(paths) }.unwrap();
+    files
+        .tensors()
+        .into_iter()
+        .map(|(name, _)| {
+            let tensor = files.load(&name, &cpu).unwrap();
+            tensor.to_dtype(candle_core::DType::F32).unwrap()
+        })
+        .collect::<Vec<_>>()
 }
 
 /// A `safetensors` view of a C-contiguous float32 tensor's bytes.

@@ -2,13 +2,17 @@
 //! pytest suite covers NumPy, PyTorch and JAX.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlpack_core::python::from_dlpack;
-use ndarray::Array;
-use pyo3::exceptions::PyTypeError;
-use pyo3::types::PyString;
+use dlpack_core::ffi::{DLDataTypeCode, DLDeviceType, DLManagedTensorVersioned};
+use dlpack_core::python::{Tensor, from_dlpack};
+use dlpack_core::{DataType, Device, ManagedTensor, TensorBatch};
+use ndarray::{Array, IxDyn};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyList, PyString};
 
-use super::*;
+use super::elements::{TestElement, build_array};
 
 /// A buffer that counts itself alive in its own counter (tests run in parallel).
 struct Probe(Vec<f32>, Arc<AtomicUsize>);
