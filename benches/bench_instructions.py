@@ -18,7 +18,9 @@ Each case is a pair, `ours` beside `reference`; arrays have 10 float32 elements:
   and a capsule (the path without the C exchange API);
 - `torch-view`: a torch tensor into a Rust view, through the C exchange API / by
   `__dlpack__`;
-- `dlpark-consumer`: dlpark 0.10's `from_dlpack` of our tensor / of a torch tensor.
+- `dlpark-consumer`: dlpark 0.10's `from_dlpack` of our tensor / of a torch tensor;
+- `model-attribute`: `m.fc1.weight` of a `#[pymodel]` model (a zero-copy tensor of the
+  field) / of a PyTorch `nn.Module` of the same layers (its `Parameter`).
 """
 
 import sys
@@ -47,6 +49,15 @@ def case_function(case, ours):
         return torch.from_dlpack, x
     import torch
 
+    if case == "model-attribute":
+        from operator import attrgetter
+
+        if ours:
+            return attrgetter("fc1.weight"), ext.Mlp(3, 4, 2)
+        model = torch.nn.Module()
+        model.fc1 = torch.nn.Linear(3, 4)
+        model.fc2 = torch.nn.Linear(4, 2)
+        return attrgetter("fc1.weight"), model
     t = torch.zeros(10, dtype=torch.float32)
     if case == "torch-import":
         return (ext.import_ptr if ours else ext.dlpark_import), t
