@@ -28,7 +28,7 @@ declare -A msrv_of=(
 )
 core_features=(ndarray derive half complex pyo3 dlpark burn safetensors)
 default_features=(ndarray derive)
-# Every feature Miri and the sanitizers run: all but pyo3 (Miri cannot run CPython).
+# Every feature Miri runs: all but pyo3 (Miri cannot run CPython); ASan adds pyo3.
 pure_features="$(printf '%s\n' "${core_features[@]}" | grep -vx pyo3 | paste -sd,)"
 # The builds checked one by one (no dead code or broken link in any of them): none,
 # the defaults, the derive alone, and each other feature beside the defaults.

@@ -37,8 +37,6 @@ const REEXPORTS: &[(&str, &str)] = &[
     ("FromDLPack", "traits"),
     ("ToDLPack", "traits"),
     ("LoadReport", "traits"),
-    ("Selection", "traits"),
-    ("Expected", "traits"),
     ("DLPackArray", "bridge"),
     ("ndarray", "bridge"),
 ];
@@ -236,6 +234,13 @@ fn tokens(code: &str) -> Vec<Token> {
                 }
             }
             skip_to(&mut i, &mut line, j);
+        } else if (c == 'b' || c == 'c')
+            && next == 'r'
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+            && matches!(chars.get(i + 2), Some('#' | '"'))
+        {
+            // A raw byte or C string (br"...", cr#"..."#): the raw string after its prefix.
+            i += 1;
         } else if c == 'r' && (next == '#' || next == '"') && {
             let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
             chars.get(i + 1 + hashes) == Some(&'"')
@@ -260,7 +265,7 @@ fn tokens(code: &str) -> Vec<Token> {
         } else if c == '\'' {
             // A character literal ('x', '\n', '{'), or a lifetime ('a).
             if next == '\\' {
-                let end = (i + 2..chars.len())
+                let end = (i + 3..chars.len())
                     .find(|&j| chars[j] == '\'')
                     .unwrap_or(chars.len());
                 i = end + 1;
@@ -383,8 +388,12 @@ fn said(code: &str) -> Said {
         let is =
             |offset: usize, what: &str| tokens.get(at + offset).is_some_and(|t| t.text == what);
         if text == "#" && is(1, "[") && is(2, "cfg") && is(3, "(") && is(4, "doc") && is(5, ")") {
-            // `#[cfg(doc)]`: the item after it is for links only.
-            doc_only = true;
+            // `#[cfg(doc)] use ...`: an import for links only (on anything else, a
+            // field or a parameter, the attribute hides no path).
+            doc_only = matches!(
+                tokens.get(at + 7).map(|t| t.text.as_str()),
+                Some("use" | "pub")
+            );
             at += 7;
             continue;
         }
@@ -649,6 +658,24 @@ fn the_loop_check_sees_arrows_through_re_exports() {
         file("d.rs", "fn h() -> crate::Thing { todo!() }"),
     ];
     assert_eq!(loops(&through_root), ["a -> d -> a (a/c.rs:1, d.rs:1)"]);
+    // What could hide an arrow does not: an escaped quote, a raw byte string holding a
+    // backslash, `#[cfg(doc)]` on a field.
+    let hidden = [
+        file("lib.rs", "mod a;"),
+        file("a/mod.rs", "mod b;\nmod c;"),
+        file(
+            "a/b.rs",
+            "const Q: char = '\\'';\nconst R: &[u8] = br\"\\\";\nfn f() { super::c::g() }",
+        ),
+        file(
+            "a/c.rs",
+            "struct S {\n    #[cfg(doc)]\n    f: u8,\n    g: super::b::T,\n}",
+        ),
+    ];
+    assert_eq!(
+        loops(&hidden),
+        ["a::b -> a::c -> a::b (a/b.rs:3, a/c.rs:4)"]
+    );
     // Not loops: a child using its parent's own items, a module using its own
     // children, a test module's `super`, comments, strings, doc-only imports.
     let no_loop = [

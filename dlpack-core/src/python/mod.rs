@@ -125,9 +125,9 @@
 //   consumer half of the C exchange API: imports through a producer's table), `numpy`
 //   (NumPy arrays read in place: the subclass rule and the read policy);
 // - `export`: what a `__dlpack__` call asks for, and the header it gets; `tensor` (the
-//   `Tensor` class, and `ManagedTensor`/`TensorBatch` into Python), `fastcall`
-//   (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it), `c_api` (the
-//   producer half: `Tensor`'s C exchange table); it names nothing of `model`;
+//   `Tensor` class, and `ManagedTensor`/`TensorBatch` into Python), with its children
+//   `fastcall` (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it) and
+//   `c_api` (the producer half: `Tensor`'s C exchange table); it names nothing of `model`;
 // - `model`: a Rust model as a Python object (`#[pymodel]`), above `export` (its tensors
 //   are `Tensor`s) and `import` (its setters and `load_state_dict` import);
 // - `module`: `add_to_module`, which registers the classes of `export` and `model` in an

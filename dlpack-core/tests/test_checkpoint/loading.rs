@@ -2,7 +2,7 @@
 //! the headers show reported before anything is read.
 
 use dlpack_core::safetensors::{Checkpoint, ReadOptions};
-use dlpack_core::{DataType, Error, FromDLPack};
+use dlpack_core::{DataType, Error, FromDLPack, TensorBatch, ToDLPack};
 use half::bf16;
 use ndarray::Array1;
 
@@ -147,4 +147,30 @@ fn every_problem_known_from_the_headers_is_reported_before_reading() {
         }
         .in_tensor("embed")]
     );
+}
+
+#[test]
+fn load_into_takes_the_items_past_a_gap_as_load_dlpack_does() {
+    // A checkpoint with items 0 and 2 of a `Vec` but not 1: a fresh value would stop at
+    // the gap, a value of three items in place takes item 2 too.
+    let dir = folder();
+    let full = model(3, 4);
+    let mut batch = full.clone().to_dlpack().unwrap();
+    batch.remove("layers.1.weight").unwrap();
+    batch.remove("layers.1.bias").unwrap();
+    batch.write_checkpoint(dir.path(), 1 << 20).unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let mut value = model(3, 4);
+    value.layers[2].weight.fill(-7.0);
+    let report = checkpoint.load_into_lenient(&mut value).unwrap();
+    assert_eq!(report.missing, ["layers.1.weight", "layers.1.bias"]);
+    assert!(report.unexpected.is_empty());
+    assert_eq!(value.layers[2], full.layers[2]);
+    // The same as loading the file's batch.
+    let mut again = model(3, 4);
+    again.layers[2].weight.fill(-7.0);
+    let batch = TensorBatch::read_safetensors(dir.path().join("model.safetensors")).unwrap();
+    assert_eq!(again.load_dlpack_lenient(batch).unwrap(), report);
+    let err = checkpoint.load_into(&mut model(3, 4)).unwrap_err();
+    assert_eq!(state_dict(&err).0, ["layers.1.weight", "layers.1.bias"]);
 }

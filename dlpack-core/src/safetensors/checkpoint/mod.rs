@@ -43,7 +43,7 @@ use super::read::{self, Plan, Source};
 /// |---|---|---|
 /// | [`read`](Self::read), [`read_with`](Self::read_with) | a new value of a type that implements [`FromDLPack`] (a `#[derive(FromDLPack)]` struct), strictly, as `T::from_dlpack` | only the tensors the type takes |
 /// | [`read_lenient`](Self::read_lenient), [`read_lenient_with`](Self::read_lenient_with) | the new value, and the checkpoint's tensors it does not take | the same |
-/// | [`load_into`](Self::load_into), [`load_into_lenient`](Self::load_into_lenient) (and `_with`) | an existing value filled in place, its buffers kept | the same |
+/// | [`load_into`](Self::load_into), [`load_into_lenient`](Self::load_into_lenient) (and `_with`) | an existing value filled in place, its buffers kept | every tensor |
 /// | [`read_where`](Self::read_where), [`read_where_with`](Self::read_where_with) | a [`TensorBatch`] of the tensors a filter accepts | those tensors |
 /// | [`map`](Self::map) (`unsafe`) | a [`TensorBatch`] over copy-on-write mappings of the shards | headers only, pages when touched |
 ///

@@ -4,7 +4,6 @@
 //! [`TensorBatch::read_safetensors`] and [`TensorBatch::map_safetensors`]; how it
 //! reads ([`ReadOptions`]).
 
-use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::path::Path;
 
@@ -141,11 +140,13 @@ impl Checkpoint {
 
     /// Loads the checkpoint into `value`, in place, as
     /// [`value.load_dlpack`](FromDLPack::load_dlpack) loads a batch (PyTorch's
-    /// `load_state_dict`), reading only the tensors `value` takes, each read and then
-    /// copied into its field's buffer, which keeps its allocation (a read into a fresh
-    /// value, [`read`](Self::read), copies nothing). Strict: every tensor `value` has
-    /// and the checkpoint lacks, every tensor of the checkpoint that `value` does not
-    /// take (never read), and every tensor that does not fit its field (dtype, rank or
+    /// `load_state_dict`): the checkpoint's tensors are read (every one: a value in
+    /// place may take names that a fresh one would not, such as the items of a `Vec`
+    /// past a gap), and each that `value` takes is copied into its field's buffer,
+    /// which keeps its allocation (a read into a fresh value, [`read`](Self::read),
+    /// reads only what the value takes, and copies nothing). Strict: every tensor
+    /// `value` has and the checkpoint lacks, every tensor of the checkpoint that
+    /// `value` does not take, and every tensor that does not fit its field (dtype, rank or
     /// shape) is an error, all reported at once in one [`Error::StateDict`]; the
     /// tensors that fit are loaded even when others do not.
     ///
@@ -171,7 +172,7 @@ impl Checkpoint {
     /// [`value.load_dlpack_lenient`](FromDLPack::load_dlpack_lenient) loads a batch
     /// (PyTorch's `load_state_dict(strict=False)`): the tensors `value` has and the
     /// checkpoint lacks are the report's `missing`, the checkpoint's tensors it does not
-    /// take (never read) its `unexpected`; a tensor that does not fit its field is
+    /// take its `unexpected`; a tensor that does not fit its field is
     /// still an error.
     pub fn load_into_lenient<T>(&self, value: &mut T) -> Result<LoadReport>
     where
@@ -238,13 +239,10 @@ impl Checkpoint {
         options: &ReadOptions,
         lenient: bool,
     ) -> Result<LoadReport> {
-        let plan = options.plan()?;
-        let selection = self.selection::<T>();
-        let unexpected = self.not_taken(&selection);
-        let batch = self.selected_batch(&selection, plan)?;
+        // Every tensor: a value in place may take what a fresh one would not select
+        // (the items of a `Vec` past a gap in the checkpoint's, a map's keys it holds).
+        let batch = self.read_where_with(|_| true, options)?;
         let (report, err) = load_in(value, batch);
-        let left: HashSet<&str> = report.unexpected.iter().map(String::as_str).collect();
-        not_selected(&unexpected, |name| left.contains(name))?;
         finish(report, err, lenient)
     }
 
