@@ -24,9 +24,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # checks read.
 declare -A msrv_of=(
     [ndarray]=1.85 [derive]=1.85 [half]=1.85 [complex]=1.85 [pyo3]=1.85
-    [safetensors]=1.85 [dlpark]=1.88 [burn]=1.95
+    [safetensors]=1.85 [dlpark]=1.88 [burn]=1.95 [arrow]=1.88
 )
-core_features=(ndarray derive half complex pyo3 dlpark burn safetensors)
+core_features=(ndarray derive half complex pyo3 dlpark burn safetensors arrow)
 default_features=(ndarray derive)
 # Every feature Miri runs: all but pyo3 (Miri cannot run CPython); ASan adds pyo3.
 pure_features="$(printf '%s\n' "${core_features[@]}" | grep -vx pyo3 | paste -sd,)"

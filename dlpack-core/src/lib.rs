@@ -125,6 +125,9 @@
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "arrow")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arrow")))]
+pub mod arrow;
 pub mod batch;
 mod bridge;
 mod device;

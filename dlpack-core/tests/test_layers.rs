@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["layout"],
     &["tensor"],
     &["batch", "traits"],
-    &["bridge", "safetensors"],
+    &["bridge", "safetensors", "arrow"],
     &["python"],
     &["guide", "__private"],
 ];

@@ -1,0 +1,1 @@
+//! Arrow columns as tensors (feature `arrow`), on arrow-rs's own crates.
