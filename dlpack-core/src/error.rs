@@ -302,6 +302,21 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An Arrow column that cannot be a tensor, or a tensor that cannot be an Arrow
+    /// column (feature `arrow`): nulls, a type with no tensor form, a layout or a
+    /// buffer the other side cannot take, extension metadata that lies. The message
+    /// names the column and the fix. Python: `TypeError` for a type
+    /// ([`ArrowErrorKind::Type`]), `ValueError` otherwise.
+    #[cfg(feature = "arrow")]
+    #[error("{}", arrow_text(column, reason))]
+    Arrow {
+        /// The column (empty for an array without a name).
+        column: String,
+        /// What kind of problem.
+        kind: ArrowErrorKind,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// An error about one named tensor of a batch; the message includes the error's
     /// own (so it is not also returned as `source()`, which would show it twice).
     /// Python: the exception of the error itself.
@@ -312,6 +327,38 @@ pub enum Error {
         /// What went wrong.
         error: Box<Error>,
     },
+}
+
+/// What kind of problem an [`Error::Arrow`] is.
+#[cfg(feature = "arrow")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArrowErrorKind {
+    /// The column has nulls (at any level of a nested list).
+    Nulls,
+    /// The type has no tensor form (strings, booleans, lists of variable length,
+    /// dictionaries, decimals, times, structs where one column is expected), or the
+    /// tensor's element type has no Arrow form.
+    Type,
+    /// The layout cannot be shared as it is: a tensor that is not in C order (nor a
+    /// permutation of its cells), on a device the CPU cannot read, misaligned; a
+    /// shape whose size overflows; columns of different lengths.
+    Layout,
+    /// A canonical extension's metadata that cannot be read or does not fit its storage.
+    Metadata,
+    /// Data that comes in several pieces (chunks, batches) where one buffer is needed.
+    Chunks,
+    /// An Arrow IPC file that cannot be read.
+    File,
+}
+
+#[cfg(feature = "arrow")]
+fn arrow_text(column: &str, reason: &str) -> String {
+    if column.is_empty() {
+        format!("Arrow array: {reason}")
+    } else {
+        format!("Arrow column `{column}`: {reason}")
+    }
 }
 
 fn tensor_text(tensor: &Option<String>) -> String {

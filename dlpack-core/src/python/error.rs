@@ -43,6 +43,13 @@ impl From<Error> for PyErr {
                 PyTypeError::new_err(message)
             }
             Error::MissingTensor { .. } => PyKeyError::new_err(message),
+            #[cfg(feature = "arrow")]
+            Error::Arrow {
+                kind: crate::error::ArrowErrorKind::Type,
+                ..
+            } => PyTypeError::new_err(message),
+            #[cfg(feature = "arrow")]
+            Error::Arrow { .. } => PyValueError::new_err(message),
             Error::AllocationFailed { .. } => PyMemoryError::new_err(message),
             Error::NotExclusive => PyBufferError::new_err(message),
             // As torch raises it.

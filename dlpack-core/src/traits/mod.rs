@@ -216,7 +216,7 @@ impl TensorBatch {
 }
 
 /// Exports a value that becomes a single tensor under the name `name`.
-#[cfg(feature = "ndarray")]
+#[cfg(any(feature = "ndarray", feature = "arrow"))]
 pub(crate) fn leaf_into<T>(value: T, name: &str, batch: &mut TensorBatch) -> Result<()>
 where
     T: ToDLPack<Output = ManagedTensor>,
