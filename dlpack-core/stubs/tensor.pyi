@@ -25,6 +25,11 @@ class Tensor:
     def __jax_array__(self) -> Any:
         """The tensor as a JAX array (`jnp.asarray`), through `jax.dlpack.from_dlpack`."""
 
+    def __arrow_c_array__(self, requested_schema: Optional[Any] = None) -> Tuple[Any, Any]:
+        """Arrow's PyCapsule interface (an extension built with dlpack-core's `arrow`
+        feature): `(schema, array)` capsules of the tensor as an Arrow array, 1-d as a
+        primitive array, n-d as `arrow.fixed_shape_tensor`, so `pa.array(t)` takes it."""
+
     def __dlpack_device__(self) -> Tuple[int, int]:
         """`(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU."""
 

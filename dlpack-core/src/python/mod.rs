@@ -111,6 +111,36 @@
 //! that requires grad, its C exchange API (which imports use) does not: reading one is
 //! never refused (a flag that cannot be read refuses the write, not the read).
 //!
+//! # Arrow columns and tables
+//!
+//! With the `arrow` feature, every import also takes Arrow's PyCapsule interface
+//! (`__arrow_c_array__`, or `__arrow_c_stream__` holding one non-empty chunk), so that
+//! pyarrow arrays, chunked arrays, tables and record batches, Polars Series and
+//! DataFrames, Hugging Face `datasets` batches (pyarrow tables), DuckDB and arro3 results
+//! reach Rust without a copy, as a typed argument, through [`from_dlpack`] or as a
+//! [`TensorBatch`]:
+//!
+//! - a column is one tensor: a numeric column 1-d, a fixed-size list (nested) n-d, an
+//!   `arrow.fixed_shape_tensor` column n-d with its permutation as strides (see
+//!   [`crate::arrow`]); a table (a struct column) is a batch, one tensor per column
+//!   named by the column, so that `Rows::from_dlpack(batch)` turns a training table into
+//!   a derived struct (fields of [`DLPackArray`] read it in place);
+//! - the producer's buffers are the tensor's memory, kept until the last tensor over
+//!   them is dropped, read-only (Arrow's buffers are immutable) and shared, as every
+//!   import from Python is;
+//! - what a tensor cannot be is refused before the data is read, naming the column and
+//!   the fix: nulls, several chunks, lists of variable length, strings, booleans (bits,
+//!   not bytes), dictionaries, decimals and times, buffers not aligned for their type;
+//!   a producer's C structs are checked before arrow-rs reads them, and a refused
+//!   array is released at once, exactly once;
+//! - an object is taken by its capsules when its type has `__arrow_c_array__` or
+//!   `__arrow_c_stream__`, before `__dlpack__` (pyarrow's own refuses fixed-size lists);
+//!   a NumPy array, or a producer with a DLPack C exchange table, is imported as before.
+//!
+//! The other way, a returned [`Tensor`] has `__arrow_c_array__`: `pa.array(t)` is the
+//! tensor's memory, a primitive array for 1-d, an `arrow.fixed_shape_tensor` array for
+//! n-d.
+//!
 //! # The DLPack C exchange API
 //!
 //! DLPack 1.3 lets a Python type publish a table of C functions as
@@ -123,11 +153,13 @@
 //
 // - `import`: `from_dlpack` and `FromPyObject` for tensors and batches; `c_api` (the
 //   consumer half of the C exchange API: imports through a producer's table), `numpy`
-//   (NumPy arrays read in place: the subclass rule and the read policy);
+//   (NumPy arrays read in place: the subclass rule and the read policy), `torch`
+//   (torch's write rule), `arrow` (Arrow's PyCapsule interface: columns and tables);
 // - `export`: what a `__dlpack__` call asks for, and the header it gets; `tensor` (the
 //   `Tensor` class, and `ManagedTensor`/`TensorBatch` into Python), with its children
 //   `fastcall` (`Tensor.__dlpack__` as a vectorcall method, where the ABI has it) and
-//   `c_api` (the producer half: `Tensor`'s C exchange table); it names nothing of `model`;
+//   `c_api` (the producer half: `Tensor`'s C exchange table), and `arrow`
+//   (`Tensor.__arrow_c_array__`); it names nothing of `model`;
 // - `model`: a Rust model as a Python object (`#[pymodel]`), above `export` (its tensors
 //   are `Tensor`s) and `import` (its setters and `load_state_dict` import);
 // - `module`: `add_to_module`, which registers the classes of `export` and `model` in an

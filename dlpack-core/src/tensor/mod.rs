@@ -319,6 +319,12 @@ impl ManagedTensor {
         self
     }
 
+    /// Whether the tensor came from Python (see [`into_python`](Self::into_python)).
+    #[cfg(feature = "pyo3")]
+    pub(crate) fn is_from_python(&self) -> bool {
+        self.kind.has(Kind::PYTHON)
+    }
+
     /// Whether no other live handle can reach the data, so that mutable views
     /// (`as_array_mut`, `DLPackArray::view_mut`) are allowed.
     ///

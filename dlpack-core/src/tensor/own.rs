@@ -383,7 +383,8 @@ impl ManagedTensor {
     /// ignores `READ_ONLY` (PyTorch): the bridges to Python and to dlpark hand it on as
     /// a copy. Not a producer's header (the memory is the producer's), nor a header of
     /// ours over another party's memory (a [`ForeignOwner`]: a NumPy array read in
-    /// place); a header over another tensor (`__dlpack__`'s, taken back) answers for
+    /// place; a header marked as from Python: an Arrow column of a Python producer); a
+    /// header over another tensor (`__dlpack__`'s, taken back) answers for
     /// that tensor.
     #[cfg(any(feature = "pyo3", feature = "dlpark"))]
     pub(crate) fn is_rust_immutable(&self) -> bool {
@@ -400,9 +401,9 @@ impl ManagedTensor {
                 continue;
             }
             // (An owner of ours over another party's memory: a NumPy array read in
-            // place.)
+            // place, an Arrow column a Python producer exported.)
             #[cfg(feature = "pyo3")]
-            if tensor.owner_ptr::<ForeignOwner>().is_some() {
+            if tensor.owner_ptr::<ForeignOwner>().is_some() || tensor.is_from_python() {
                 return false;
             }
             return true;

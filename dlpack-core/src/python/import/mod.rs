@@ -1,6 +1,8 @@
 //! Imports: any object with `__dlpack__`, or a raw DLPack capsule, into a
 //! [`ManagedTensor`]; any mapping of them into a [`TensorBatch`].
 
+#[cfg(feature = "arrow")]
+mod arrow;
 mod c_api;
 mod numpy;
 mod torch;
@@ -257,6 +259,13 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             }
             Imported::Refused(err) => refused = Some(err),
         }
+        // A column of an Arrow producer (pyarrow, Polars, ...), by its capsules.
+        #[cfg(feature = "arrow")]
+        if refused.is_none() {
+            if let Some(tensor) = arrow::import_column(obj)? {
+                return Ok(tensor);
+            }
+        }
     }
     let capsule = match request(obj, options) {
         Ok(capsule) => capsule,
@@ -410,6 +419,11 @@ impl<'a, 'py> FromPyObject<'a, 'py> for TensorBatch {
     /// naming the tensor.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let py = obj.py();
+        // A table of an Arrow producer (pyarrow, Polars, `datasets`, ...), by column.
+        #[cfg(feature = "arrow")]
+        if let Some(batch) = arrow::import_table(&obj)? {
+            return Ok(batch);
+        }
         let items = match obj.call_method0(intern!(py, "items")) {
             Ok(items) => items,
             Err(err) if err.is_instance_of::<PyAttributeError>(py) => {

@@ -1,6 +1,8 @@
 //! The [`Tensor`] class: a [`ManagedTensor`] as a Python object with `__dlpack__`, and
 //! [`ManagedTensor`] / [`TensorBatch`] into Python.
 
+#[cfg(feature = "arrow")]
+mod arrow;
 mod c_api;
 #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 mod fastcall;
@@ -314,6 +316,25 @@ impl Tensor {
         let py = slf.py();
         py.import(intern!(py, "jax.dlpack"))?
             .call_method1(intern!(py, "from_dlpack"), (slf,))
+    }
+
+    /// Arrow's PyCapsule interface (feature `arrow`): `pa.array(t)`, `pl.Series(t)` and
+    /// every consumer of the interface take the tensor without a copy, a 1-d tensor as a
+    /// primitive array, an n-d one as an `arrow.fixed_shape_tensor` array (rows along
+    /// the first axis). A C-order tensor of the CPU is required (a permutation of the
+    /// cell's axes is written as the extension's `permutation`). A read-only tensor of
+    /// Rust's memory is handed over as a copy, as `__dlpack__` hands it (see
+    /// [`copies_read_only`](Self::copies_read_only)). `requested_schema` is a hint the
+    /// interface lets a producer ignore: the array comes as the tensor is.
+    #[cfg(feature = "arrow")]
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        drop(requested_schema);
+        arrow::arrow_c_array(py, self)
     }
 
     /// `(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU.
