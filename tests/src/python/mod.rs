@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 // (First: its macros, `with_dtype!` among them, serve the modules after it.)
 #[macro_use]
 mod elements;
+mod arrow;
 mod batches;
 mod exports;
 mod foreign;
@@ -107,6 +108,10 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::sum_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::typed_ptr_f32_1d, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::rows_from_table, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::typed_f32_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::add_norms, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::row_norms, m)?)?;
     dlpack_core::python::add_to_module(m)?;
     Ok(())
 }
