@@ -31,6 +31,36 @@ v = np.ones(4, dtype=np.float32)
 ext.scale(2.5, v)
 assert (v == 2.5).all()
 
+# A table of Arrow columns as a struct, read in place: pyarrow, then Polars.
+try:
+    import pyarrow as pa
+except ImportError:
+    pa = None
+    print("(pyarrow is not installed: its part is skipped)")
+
+if pa is not None:
+    embedding = np.arange(12, dtype=np.float32).reshape(6, 2)
+    table = pa.table({
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(embedding.ravel()), 2),
+        "label": pa.array([0, 1, 0, 1, 0, 1], type=pa.int64()),
+    })
+    means = ext.mean_by_label(table, 2)
+    assert (np.from_dlpack(means) == [[4, 5], [6, 7]]).all()
+    # A returned tensor is an Arrow array too, without a copy (rows of the first axis).
+    assert pa.array(means).type.shape == [2]
+    try:
+        import polars as pl
+    except ImportError:
+        pl = None
+    if pl is not None:
+        frame = pl.from_arrow(table)
+        assert (np.from_dlpack(ext.mean_by_label(frame, 2)) == [[4, 5], [6, 7]]).all()
+    try:
+        ext.mean_by_label(pa.table({"embedding": [[1.0], [2.0, 3.0]], "label": [0, 1]}), 2)
+        raise AssertionError("a column of lists of any length was taken as a matrix")
+    except TypeError as e:  # names the column and the fix
+        assert "'embedding'" in str(e) and "fixed-size list" in str(e)
+
 try:
     import torch
 except ImportError:

@@ -1,7 +1,8 @@
 //! A Python extension that shares arrays with NumPy, PyTorch and JAX through DLPack,
 //! without copies: typed arguments, returned arrays, a Rust model as a Python object
 //! (its tensors as attributes, `state_dict`, `load_state_dict`), checkpoints saved and
-//! loaded in the layout `transformers` uses, and an in-place function.
+//! loaded in the layout `transformers` uses, a table of Arrow columns (pyarrow, Polars,
+//! a Hugging Face `datasets` batch) as a struct, and an in-place function.
 
 use pyo3::prelude::*;
 
@@ -119,6 +120,37 @@ mod dlpack_example {
     #[pyfunction]
     fn load_checkpoint(path: PathBuf) -> PyResult<TensorBatch> {
         Ok(Checkpoint::open(path)?.read_where(|_| true)?)
+    }
+
+    /// The rows of a table, by column name: an embedding per row and its label.
+    /// `DLPackArray` fields read the columns in place (an owned `Array` would copy them).
+    #[derive(FromDLPack)]
+    struct Rows {
+        embedding: DLPackArray<f32, Ix2>,
+        label: DLPackArray<i64, Ix1>,
+    }
+
+    /// The mean embedding of the rows of each label `0..labels`, from any Arrow table
+    /// (a pyarrow table or record batch, a Polars DataFrame, a `datasets` batch in the
+    /// `arrow` format) whose `embedding` column is a fixed-size list of float32 and
+    /// whose `label` column is int64, read without a copy.
+    #[pyfunction]
+    fn mean_by_label(table: TensorBatch, labels: usize) -> PyResult<ManagedTensor> {
+        let rows = Rows::from_dlpack(table)?;
+        let (embedding, label) = (rows.embedding.view(), rows.label.view());
+        let mut sums = Array2::<f32>::zeros((labels, embedding.ncols()));
+        let mut counts = vec![0u32; labels];
+        for (row, &l) in embedding.outer_iter().zip(label) {
+            let l = usize::try_from(l).ok().filter(|&l| l < labels).ok_or_else(|| {
+                pyo3::exceptions::PyValueError::new_err(format!("label {l} is not in 0..{labels}"))
+            })?;
+            sums.row_mut(l).scaled_add(1.0, &row);
+            counts[l] += 1;
+        }
+        for (mut sum, count) in sums.outer_iter_mut().zip(counts) {
+            sum /= count.max(1) as f32;
+        }
+        Ok(sums.to_dlpack()?)
     }
 
     /// Multiplies a float32 vector by `factor`, in place, in the caller's own memory. The
