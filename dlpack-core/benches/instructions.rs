@@ -77,6 +77,55 @@ fn measured_round_trip_dlpark(array: Array2<f32>) -> versioned::Dlpack {
     tensor
 }
 
+/// An Arrow column (rows of `N / 2` float32) as an ndarray view: this crate's
+/// `arrow::as_array`.
+#[cfg(feature = "arrow")]
+#[inline(never)]
+fn measured_arrow_view_ours(array: &arrow_array::FixedSizeListArray) -> usize {
+    black_box(dlpack_core::arrow::as_array::<f32, Ix2>(array).unwrap()).len()
+}
+
+/// The same view written by hand, as arrow-rs users do: the child's values as a slice,
+/// and `ArrayView::from_shape` (no null check, no type check but the downcast).
+#[cfg(feature = "arrow")]
+#[inline(never)]
+fn measured_arrow_view_hand(array: &arrow_array::FixedSizeListArray) -> usize {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    let values = array
+        .values()
+        .as_primitive::<arrow_array::types::Float32Type>()
+        .values();
+    let shape = (array.len(), array.value_length() as usize);
+    black_box(ndarray::ArrayView2::from_shape(shape, &values[..]).unwrap()).len()
+}
+
+/// The column through a tensor: `to_dlpack` (a clone of the array's handles), then
+/// `as_array`, then the tensor dropped.
+#[cfg(feature = "arrow")]
+#[inline(never)]
+fn measured_arrow_tensor_ours(array: &arrow_array::FixedSizeListArray) -> usize {
+    let tensor = array.clone().to_dlpack().unwrap();
+    black_box(tensor.as_array::<f32, Ix2>().unwrap()).len()
+}
+
+#[cfg(feature = "arrow")]
+fn arrow_column() -> arrow_array::FixedSizeListArray {
+    let values = arrow_array::Float32Array::from_iter_values((0..N).map(|i| i as f32));
+    let item = std::sync::Arc::new(arrow_schema::Field::new(
+        "item",
+        arrow_schema::DataType::Float32,
+        false,
+    ));
+    arrow_array::FixedSizeListArray::try_new(
+        item,
+        (N / 2) as i32,
+        std::sync::Arc::new(values),
+        None,
+    )
+    .unwrap()
+}
+
 const OPERATIONS: &[&str] = &[
     "export-array1-ours",
     "export-array1-dlpark",
@@ -91,6 +140,9 @@ const OPERATIONS: &[&str] = &[
     "drop-dlpark",
     "round-trip-ours",
     "round-trip-dlpark",
+    "arrow-view-ours",
+    "arrow-view-hand",
+    "arrow-tensor-ours",
 ];
 
 fn main() {
@@ -113,6 +165,8 @@ fn main() {
     }
     let ours = a2().to_dlpack().unwrap();
     let theirs = export_dlpark(a2());
+    #[cfg(feature = "arrow")]
+    let column = arrow_column();
     match op.as_str() {
         "export-array1-ours" => each!(a1(), measured_export_ours),
         "export-array1-dlpark" => each!(a1(), measured_export_dlpark),
@@ -127,6 +181,12 @@ fn main() {
         "drop-dlpark" => each!(export_dlpark(a2()), measured_drop_dlpark),
         "round-trip-ours" => each!(a2(), measured_round_trip_ours),
         "round-trip-dlpark" => each!(a2(), measured_round_trip_dlpark),
+        #[cfg(feature = "arrow")]
+        "arrow-view-ours" => each!(&column, measured_arrow_view_ours),
+        #[cfg(feature = "arrow")]
+        "arrow-view-hand" => each!(&column, measured_arrow_view_hand),
+        #[cfg(feature = "arrow")]
+        "arrow-tensor-ours" => each!(&column, measured_arrow_tensor_ours),
         other => panic!("unknown operation {other}; run without arguments for the list"),
     }
 }

@@ -23,46 +23,50 @@ use crate::tensor::ManagedTensor;
 
 use super::extension::FixedShapeTensor;
 
-/// Arrow's numeric types beside DLPack's: the one table both directions read.
-macro_rules! for_each_numeric {
+/// Arrow's numeric types beside DLPack's: the one table every direction reads. Calls
+/// `$m!` once with the whole table, `(arrow-rs type, Arrow type variant, DLPack type)`
+/// per row, so that each use is one `match`.
+macro_rules! numeric_table {
     ($m:ident) => {
-        $m!(Int8Type, I8);
-        $m!(Int16Type, I16);
-        $m!(Int32Type, I32);
-        $m!(Int64Type, I64);
-        $m!(UInt8Type, U8);
-        $m!(UInt16Type, U16);
-        $m!(UInt32Type, U32);
-        $m!(UInt64Type, U64);
-        $m!(Float16Type, F16);
-        $m!(Float32Type, F32);
-        $m!(Float64Type, F64);
+        $m! {
+            (Int8Type, Int8, I8),
+            (Int16Type, Int16, I16),
+            (Int32Type, Int32, I32),
+            (Int64Type, Int64, I64),
+            (UInt8Type, UInt8, U8),
+            (UInt16Type, UInt16, U16),
+            (UInt32Type, UInt32, U32),
+            (UInt64Type, UInt64, U64),
+            (Float16Type, Float16, F16),
+            (Float32Type, Float32, F32),
+            (Float64Type, Float64, F64),
+        }
     };
 }
 
 /// The DLPack type of an Arrow numeric type.
 pub(crate) fn dlpack_dtype(ty: &ArrowType) -> Option<DataType> {
-    macro_rules! arm {
-        ($t:ty, $c:ident) => {
-            if *ty == <$t>::DATA_TYPE {
-                return Some(DataType::$c);
+    macro_rules! to_dlpack {
+        ($(($t:ty, $v:ident, $c:ident),)*) => {
+            match ty {
+                $(ArrowType::$v => Some(DataType::$c),)*
+                _ => None,
             }
         };
     }
-    for_each_numeric!(arm);
-    None
+    numeric_table!(to_dlpack)
 }
 
 /// The Arrow type of a DLPack type.
 pub(crate) fn arrow_dtype(dtype: DataType) -> Option<ArrowType> {
-    macro_rules! arm {
-        ($t:ty, $c:ident) => {
-            if dtype == DataType::$c {
-                return Some(<$t>::DATA_TYPE);
-            }
+    macro_rules! to_arrow {
+        ($(($t:ty, $v:ident, $c:ident),)*) => {
+            $(if dtype == DataType::$c {
+                return Some(ArrowType::$v);
+            })*
         };
     }
-    for_each_numeric!(arm);
+    numeric_table!(to_arrow);
     None
 }
 
@@ -110,7 +114,7 @@ fn type_reason(ty: &ArrowType) -> String {
 }
 
 /// The nulls of one level, refused: a tensor has no validity.
-fn check_no_nulls(column: &str, array: &dyn Array, level: usize) -> Result<()> {
+pub(super) fn check_no_nulls(column: &str, array: &dyn Array, level: usize) -> Result<()> {
     let nulls = array.null_count();
     if nulls == 0 {
         return Ok(());
@@ -178,7 +182,9 @@ pub(crate) fn array_to_tensor(
                 format!("shape {dims:?} overflows"),
             )
         })?;
-    let buffer = values_buffer(current);
+    let buffer = values_buffer(current)
+        .ok_or_else(|| error(column, ArrowErrorKind::Type, type_reason(leaf_type)))?
+        .clone();
     if buffer.len() < elements * dtype.size_in_bytes() {
         return Err(error(
             column,
@@ -268,17 +274,17 @@ fn to_i64(column: &str, dims: &[usize]) -> Result<Vec<i64>> {
 }
 
 /// The values of a numeric leaf, from its first element (arrow-rs has applied the
-/// array's offset).
-fn values_buffer(leaf: &dyn Array) -> Buffer {
-    macro_rules! arm {
-        ($t:ty, $c:ident) => {
-            if let Some(array) = leaf.as_primitive_opt::<$t>() {
-                return array.values().inner().clone();
+/// array's offset), borrowed; `None` for any other array.
+pub(super) fn values_buffer(leaf: &dyn Array) -> Option<&Buffer> {
+    macro_rules! values {
+        ($(($t:ty, $v:ident, $c:ident),)*) => {
+            match leaf.data_type() {
+                $(ArrowType::$v => leaf.as_primitive_opt::<$t>().map(|a| a.values().inner()),)*
+                _ => None,
             }
         };
     }
-    for_each_numeric!(arm);
-    unreachable!("a numeric leaf (its dtype was found above)")
+    numeric_table!(values)
 }
 
 /// The owner of a tensor's memory inside an Arrow buffer.
@@ -358,10 +364,11 @@ pub(crate) fn tensor_to_column(name: &str, tensor: ManagedTensor) -> Result<(Fie
     }
     let len = span.elements * size;
     let rows = usize::try_from(shape[0]).unwrap_or(0);
-    let first = span.first;
+    // (The first element's pointer, with its provenance: `span.first` is its address.)
+    let first = tensor.data_ptr().cast::<u8>();
     let allocation: Arc<dyn arrow_buffer::alloc::Allocation> =
         Arc::new(TensorAllocation { _tensor: tensor });
-    let buffer = match NonNull::new(first as *mut u8) {
+    let buffer = match NonNull::new(first) {
         // SAFETY:
         // - the tensor's `len` bytes from its first element are its elements, in one
         //   dense run (C order rows, each row a dense cell: checked above), inside the
@@ -417,15 +424,17 @@ pub(crate) fn tensor_to_column(name: &str, tensor: ManagedTensor) -> Result<(Fie
 
 /// A primitive array of `len` values of `ty` over `buffer` (aligned, long enough).
 fn primitive(ty: &ArrowType, buffer: Buffer, len: usize) -> ArrayRef {
-    macro_rules! arm {
-        ($t:ty, $c:ident) => {
-            if *ty == <$t>::DATA_TYPE {
-                let values =
-                    ScalarBuffer::<<$t as ArrowPrimitiveType>::Native>::new(buffer, 0, len);
-                return Arc::new(PrimitiveArray::<$t>::new(values, None));
+    macro_rules! primitive {
+        ($(($t:ty, $v:ident, $c:ident),)*) => {
+            match ty {
+                $(ArrowType::$v => {
+                    let values =
+                        ScalarBuffer::<<$t as ArrowPrimitiveType>::Native>::new(buffer, 0, len);
+                    Arc::new(PrimitiveArray::<$t>::new(values, None))
+                })*
+                _ => unreachable!("a numeric type (found in the table)"),
             }
         };
     }
-    for_each_numeric!(arm);
-    unreachable!("a numeric type (found in the table)")
+    numeric_table!(primitive)
 }

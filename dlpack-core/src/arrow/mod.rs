@@ -9,6 +9,9 @@
 //! | `RecordBatch` | [`TensorBatch`], by column name | each column as above | 1-d primitive, n-d fixed-shape tensor columns |
 //! | an IPC file ([`read_ipc_file`]) | `RecordBatch`es | mapped, zero-copy where aligned | — |
 //!
+//! To read a column in place from Rust without a tensor in between, `arrow::as_array` views
+//! it as an ndarray (feature `ndarray`).
+//!
 //! ```
 //! use std::sync::Arc;
 //!
@@ -87,6 +90,8 @@ mod column;
 mod convert;
 mod extension;
 mod ipc;
+#[cfg(feature = "ndarray")]
+mod view;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::Field;
@@ -103,6 +108,8 @@ pub use extension::{
     EXTENSION_METADATA_KEY, EXTENSION_NAME_KEY, FIXED_SHAPE_TENSOR, FixedShapeTensor,
 };
 pub use ipc::read_ipc_file;
+#[cfg(feature = "ndarray")]
+pub use view::as_array;
 
 /// The arrow-rs crates this module is built against, re-exported so that versions match.
 pub use {arrow_array, arrow_buffer, arrow_schema};
