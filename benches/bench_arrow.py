@@ -62,7 +62,7 @@ def timings():
         pyarrow_view = column.flatten().to_numpy(zero_copy_only=True).reshape(-1, WIDTH)
         assert pyarrow_view.__array_interface__["data"][0] == address
         assert ext.import_ptr(flat) == flat.buffers()[1].address
-        assert pa.array(tensor).buffers()[1].address == tensor.data_ptr
+        assert pa.array(tensor).buffers()[1].address == tensor.data_ptr()
         cases = [
             ("pyarrow column -> `DLPackArray<f32, Ix2>`",
              "`flatten().to_numpy(zero_copy_only=True).reshape(...)`",

@@ -172,6 +172,26 @@ def test_a_table_is_a_batch_and_a_derived_struct(ext):
     assert ext.rows_from_table(table.to_batches()[0])[:2] == ext.rows_from_table(table)[:2]
 
 
+def test_an_ipc_file_written_by_pyarrow_is_a_derived_struct(ext, tmp_path):
+    x = np.random.default_rng(5).random((6, 4), dtype=np.float32)
+    table = pa.table({
+        "x": pa.FixedShapeTensorArray.from_numpy_ndarray(x),
+        "y": pa.array(np.arange(6, dtype=np.int64)),
+    })
+    path = tmp_path / "rows.arrow"
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table)
+    shape, values, labels = ext.rows_from_ipc(path)
+    assert shape == [6, 4]
+    assert values == x.ravel().tolist()
+    assert labels == list(range(6))
+    with pa.ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table)
+        writer.write_table(table)
+    with pytest.raises(ValueError, match="2 record batches"):
+        ext.rows_from_ipc(path)
+
+
 def test_a_table_where_one_tensor_is_expected_names_the_fix(ext):
     table = pa.table({"a": [1.0], "b": [2.0]})
     with pytest.raises(TypeError, match=r"table of 2 columns \(a, b\).*table\['name'\]"):
@@ -233,10 +253,15 @@ def test_a_returned_tensor_is_an_arrow_array_without_a_copy(ext):
 
 
 def test_a_read_only_tensor_of_rust_memory_reaches_arrow_as_a_copy(ext):
-    tensor = ext.make_read_only([6])
+    kept = ext.KeptArc(6)  # Rust keeps another handle: consumers get copies
+    tensor = kept.export()
+    assert tensor.copies_read_only and tensor.data_ptr() == kept.data_ptr()
     array = pa.array(tensor)
-    assert array.buffers()[1].address != tensor.data_ptr
-    assert array.to_pylist() == np.asarray(tensor).tolist()
+    assert array.buffers()[1].address != kept.data_ptr()
+    assert array.to_pylist() == kept.values()
+    # A read-only tensor handed over as it is (no Rust reader left) is shared.
+    plain = ext.make_read_only([6])
+    assert pa.array(plain).buffers()[1].address == plain.data_ptr()
 
 
 def test_a_capsule_is_imported_once(ext):
