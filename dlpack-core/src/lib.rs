@@ -62,6 +62,8 @@
 //!   documentation names the Python exception it becomes.
 //! - Other Rust frameworks: [`dlpark`] (its candle, image and cudarc integrations),
 //!   [`burn`] (flex tensors), and tch-rs through the `dlpack-tch` crate.
+//! - **Arrow columns** (arrow-rs arrays, record batches, IPC files; in Python pyarrow,
+//!   Polars, `datasets`, Ray Data) as tensors without a copy, and back: [`arrow`].
 //! - Your own containers: [`ManagedTensor::from_buffer`] and
 //!   [`ManagedTensor::from_owner`].
 //!
@@ -72,7 +74,8 @@
 //!
 //! `ndarray` and `derive` are on by default; `half` adds `f16`/`bf16`, `complex` adds
 //! `Complex<f32>`/`Complex<f64>`, `pyo3` the Python bridge, `dlpark` the dlpark bridge,
-//! `burn` burn's flex tensors and `safetensors` weights on disk ([`safetensors`]).
+//! `burn` burn's flex tensors, `safetensors` weights on disk ([`safetensors`]) and
+//! `arrow` Arrow columns ([`arrow`]).
 //! With `--no-default-features` the crate is the bare ABI and ownership layer. A
 //! method whose feature is off does not exist (E0599, "no method named ... found"): the
 //! README's feature table says which feature brings what. To read every page locally,
@@ -109,6 +112,11 @@
 #![cfg_attr(
     not(feature = "pyo3"),
     doc = "[`python::model`]: https://docs.rs/dlpack-core/latest/dlpack_core/python/model/index.html"
+)]
+#![cfg_attr(feature = "arrow", doc = "[`arrow`]: crate::arrow")]
+#![cfg_attr(
+    not(feature = "arrow"),
+    doc = "[`arrow`]: https://docs.rs/dlpack-core/latest/dlpack_core/arrow/index.html"
 )]
 #![cfg_attr(feature = "safetensors", doc = "[`safetensors`]: crate::safetensors")]
 #![cfg_attr(
