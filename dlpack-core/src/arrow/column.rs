@@ -79,7 +79,7 @@ pub(crate) fn error(column: &str, kind: ArrowErrorKind, reason: impl Into<String
 }
 
 /// Why a type has no tensor form, and what to do.
-fn type_reason(ty: &ArrowType) -> String {
+pub(crate) fn type_reason(ty: &ArrowType) -> String {
     let fix = match ty {
         ArrowType::Boolean => {
             "booleans are bit-packed and a tensor's are bytes: cast to \
@@ -99,7 +99,7 @@ fn type_reason(ty: &ArrowType) -> String {
                                  (one per field)"
         }
         ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => {
-            "strings have no tensor form: tokenize or encode them first"
+            "tokenize or encode the strings first"
         }
         ArrowType::Dictionary(..) => {
             "a dictionary column holds codes and values: decode it \

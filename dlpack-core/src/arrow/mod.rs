@@ -150,6 +150,19 @@ pub(crate) fn column_to_tensor(field: &Field, array: &ArrayRef) -> Result<Manage
     column::column_to_tensor(field, array)
 }
 
+/// Whether an Arrow type is a number a tensor holds (the one table of them).
+#[cfg(feature = "pyo3")]
+pub(crate) fn is_numeric(ty: &arrow_schema::DataType) -> bool {
+    column::dlpack_dtype(ty).is_some()
+}
+
+/// Why an Arrow type has no tensor form, and what to do (what Python's imports say of a
+/// column they refuse before reading it).
+#[cfg(feature = "pyo3")]
+pub(crate) fn type_reason(ty: &arrow_schema::DataType) -> String {
+    column::type_reason(ty)
+}
+
 /// A tensor as one column named `name` (what `Tensor.__arrow_c_array__` calls).
 #[cfg(feature = "pyo3")]
 pub(crate) fn tensor_to_column(name: &str, tensor: ManagedTensor) -> Result<(Field, ArrayRef)> {

@@ -29,10 +29,16 @@ pub(super) fn rows_from_table(batch: TensorBatch) -> PyResult<(usize, usize, Vec
 /// An Arrow IPC file of one record batch (written by pyarrow, say) as the derived
 /// struct: `x`'s shape, and its values in C order.
 #[pyfunction]
-pub(super) fn rows_from_ipc(path: std::path::PathBuf) -> PyResult<(Vec<usize>, Vec<f32>, Vec<i64>)> {
+pub(super) fn rows_from_ipc(
+    path: std::path::PathBuf,
+) -> PyResult<(Vec<usize>, Vec<f32>, Vec<i64>)> {
     let rows = Rows::from_dlpack(TensorBatch::read_arrow_ipc(path)?)?;
     let x = rows.x.view();
-    Ok((x.shape().to_vec(), x.iter().copied().collect(), rows.y.view().to_vec()))
+    Ok((
+        x.shape().to_vec(),
+        x.iter().copied().collect(),
+        rows.y.view().to_vec(),
+    ))
 }
 
 /// The address of a typed argument's first element and its shape, read in place.

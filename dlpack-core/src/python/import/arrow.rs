@@ -24,7 +24,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
-use crate::arrow::{column_to_tensor, record_batch_to_tensors};
+use crate::arrow::{column_to_tensor, is_numeric, record_batch_to_tensors, type_reason};
 use crate::batch::TensorBatch;
 use crate::tensor::ManagedTensor;
 
@@ -253,9 +253,12 @@ fn import_array(array: FFI_ArrowArray, field: Field) -> PyResult<(Field, ArrayRe
     check_type(field.data_type(), 0, true).map_err(|reason| {
         PyTypeError::new_err(match field.data_type() {
             // (The reason names the column.)
-            DataType::Struct(_) => format!("Arrow table: {reason}"),
-            ty if field.name().is_empty() => format!("Arrow column of {ty}: {reason}"),
-            ty => format!("Arrow column '{}' of {ty}: {reason}", field.name()),
+            DataType::Struct(_) => format!(
+                "Arrow table: {reason}; or take only the tensor columns (table.select([...]), \
+                 df.select([...]))"
+            ),
+            _ if field.name().is_empty() => format!("Arrow column: {reason}"),
+            _ => format!("Arrow column '{}': {reason}", field.name()),
         })
     })?;
     let raw = (&raw const array).cast::<CArray>();
@@ -402,38 +405,13 @@ fn check_type(ty: &DataType, depth: usize, top: bool) -> Result<(), String> {
         return Err(format!("nested deeper than {MAX_DEPTH} levels"));
     }
     match ty {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32
-        | DataType::Float64 => Ok(()),
         DataType::FixedSizeList(item, _) => check_type(item.data_type(), depth + 1, false),
         DataType::Struct(fields) if top => fields.iter().try_for_each(|f| {
             check_type(f.data_type(), depth + 1, false)
-                .map_err(|reason| format!("column '{}' of {}: {reason}", f.name(), f.data_type()))
+                .map_err(|reason| format!("column '{}': {reason}", f.name()))
         }),
-        DataType::Boolean => Err("booleans are bit-packed, a tensor's are bytes: cast to \
-                                  uint8 first (pc.cast(a, pa.uint8()), s.cast(pl.UInt8))"
-            .to_owned()),
-        DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::ListView(_)
-        | DataType::LargeListView(_) => Err("lists of variable length are not a tensor: \
-                                             cast to a fixed-size list first \
-                                             (pa.list_(t, n), pl.Array(t, n))"
-            .to_owned()),
-        _ => Err(
-            "not a numeric type or a fixed-size list of one: a tensor holds numbers \
-                  (cast a date, time or decimal to a number first; strings, dictionaries \
-                  and structs have no tensor form)"
-                .to_owned(),
-        ),
+        number if is_numeric(number) => Ok(()),
+        other => Err(type_reason(other)),
     }
 }
 
