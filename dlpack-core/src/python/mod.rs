@@ -122,7 +122,7 @@
 //!
 //! - a column is one tensor: a numeric column 1-d, a fixed-size list (nested) n-d, an
 //!   `arrow.fixed_shape_tensor` column n-d with its permutation as strides (see
-//!   [`crate::arrow`]); a table (a struct column) is a batch, one tensor per column
+//!   `dlpack_core::arrow`); a table (a struct column) is a batch, one tensor per column
 //!   named by the column, so that `Rows::from_dlpack(batch)` turns a training table into
 //!   a derived struct (fields of [`DLPackArray`] read it in place);
 //! - the producer's buffers are the tensor's memory, kept until the last tensor over

@@ -200,13 +200,17 @@ fn array_from_capsules(
     array: &Bound<'_, PyCapsule>,
 ) -> PyResult<(Field, ArrayRef)> {
     let schema_ptr = pointer::<FFI_ArrowSchema>(schema, SCHEMA)?;
-    // SAFETY:
-    // - by the interface, a capsule named `arrow_schema` holds an `ArrowSchema` that
-    //   stays valid while the capsule lives (it does: `schema` is borrowed for the
-    //   call), checked non-null and aligned;
-    // - nothing in this function hands the capsule to Python code, which could release
-    //   it meanwhile.
-    let field = unsafe { field_of(schema_ptr) }?;
+    // Read under the capsule's lock, as the array is taken: a consumer that takes the
+    // same lock cannot move the schema out meanwhile (on builds with a GIL, no other
+    // consumer can).
+    let field = pyo3::sync::critical_section::with_critical_section(schema.as_any(), || {
+        // SAFETY:
+        // - by the interface, a capsule named `arrow_schema` holds an `ArrowSchema`
+        //   that stays valid while the capsule lives (it does: `schema` is borrowed for
+        //   the call), checked non-null and aligned;
+        // - no Python code runs while it is read, which could release or move it.
+        unsafe { field_of(schema_ptr) }
+    })?;
     let array_ptr = pointer::<FFI_ArrowArray>(array, ARRAY)?;
     // One consumer at a time among those that take the capsule's lock: the move out
     // below leaves a released struct for any later one.
