@@ -18,33 +18,16 @@ Run with `scripts/bench-python --arrow` (which builds the extension in release m
 """
 
 import gc
-import statistics
 import sys
-import timeit
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 import dlpack_test_ext as ext
+from bench_exchange import REPEAT, fmt, per_call
 
-REPEAT = 31
 WIDTH = 16
-
-
-def per_call(mine, theirs, number):
-    """Median seconds per call of `mine` and of `theirs` over REPEAT timings of `number`
-    calls each, alternating between the two so that both see the same machine."""
-    a, b = timeit.Timer(mine), timeit.Timer(theirs)
-    times_a, times_b = [], []
-    for _ in range(REPEAT):
-        times_a.append(a.timeit(number) / number)
-        times_b.append(b.timeit(number) / number)
-    return statistics.median(times_a), statistics.median(times_b)
-
-
-def fmt(seconds):
-    return f"{seconds * 1e9:,.0f} ns" if seconds < 1e-5 else f"{seconds * 1e6:,.2f} µs"
 
 
 def timings():
