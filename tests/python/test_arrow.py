@@ -119,8 +119,23 @@ def test_a_fixed_shape_tensor_column_is_read_in_place_with_its_permutation(ext):
 def test_a_chunked_array_of_one_chunk_is_read_and_of_several_refused(ext):
     chunk = pa.array(np.arange(6, dtype=np.float64))
     assert ext.import_ptr(pa.chunked_array([chunk])) == values_address(chunk, 8)
-    with pytest.raises(ValueError, match=r"2 chunks.*combine_chunks"):
+    with pytest.raises(ValueError, match=r"more than one chunk.*combine_chunks"):
         ext.import_ptr(pa.chunked_array([chunk, chunk]))
+
+
+def test_an_endless_stream_is_refused_at_its_second_chunk(ext):
+    batch = pa.record_batch({"x": pa.array(np.arange(4, dtype=np.float32))})
+    pulled = []
+
+    def batches():
+        while True:
+            pulled.append(1)
+            yield batch
+
+    endless = pa.RecordBatchReader.from_batches(batch.schema, batches())
+    with pytest.raises(ValueError, match="more than one chunk"):
+        ext.load_batch(endless)
+    assert len(pulled) <= 3
 
 
 @pytest.mark.parametrize(
@@ -512,6 +527,22 @@ SCHEMA_LIES = {
     "negative children": lambda f: setattr(f.schema, "n_children", -1),
     "children without a list": lambda f: setattr(f.schema, "n_children", 2),
     "released": lambda f: setattr(f.schema, "release", None),
+    "a list without its item": lambda f: setattr(f.schema, "format", b"+w:4"),
+    "a variable list without its item": lambda f: setattr(f.schema, "format", b"+l"),
+    "a map without its entries": lambda f: setattr(f.schema, "format", b"+m"),
+    "a run-end encoding with one child": lambda f: (
+        setattr(f.schema, "format", b"+r"),
+        setattr(f.schema, "n_children", 1),
+        setattr(f, "kid", CSchema(b"i", b"k", None, 0, 0, None, None, f.schema.release)),
+        setattr(f, "kids", (ctypes.c_void_p * 1)(ctypes.addressof(f.kid))),
+        setattr(f.schema, "children", ctypes.addressof(f.kids)),
+    ),
+    "a primitive with children": lambda f: (
+        setattr(f.schema, "n_children", 1),
+        setattr(f, "kid", CSchema(b"i", b"k", None, 0, 0, None, None, f.schema.release)),
+        setattr(f, "kids", (ctypes.c_void_p * 1)(ctypes.addressof(f.kid))),
+        setattr(f.schema, "children", ctypes.addressof(f.kids)),
+    ),
     "metadata with a negative count": lambda f: (
         setattr(f, "meta", (ctypes.c_int32 * 1)(-3)),
         setattr(f.schema, "metadata", ctypes.addressof(f.meta)),
@@ -531,6 +562,23 @@ def test_a_forged_schema_that_lies_is_refused(ext, lie):
         ext.import_ptr(forged)
     gc.collect()
     # Refused before the array was taken: the capsule keeps it, unreleased.
+    assert forged.released == 0
+
+
+def test_a_schema_whose_children_alias_into_a_huge_tree_is_refused(ext):
+    # Three levels of 1,024 children, each level one struct: 2^30 fields for 4 structs.
+    forged = Forged()
+    leaf = CSchema(b"f", b"v", None, 2, 0, None, None, forged.schema.release)
+    keep = [leaf]
+    node = leaf
+    for _ in range(3):
+        children = (ctypes.c_void_p * 1024)(*([ctypes.addressof(node)] * 1024))
+        node = CSchema(b"+s", b"s", None, 0, 1024, ctypes.addressof(children), None,
+                       forged.schema.release)
+        keep += [children, node]
+    forged.schema = node
+    with pytest.raises(ValueError, match="more than"):
+        ext.import_ptr(forged)
     assert forged.released == 0
 
 

@@ -233,7 +233,7 @@ fn array_from_capsules(
 unsafe fn field_of(schema: NonNull<FFI_ArrowSchema>) -> PyResult<Field> {
     // SAFETY: the caller's contract; `CSchema` is the interface's layout, as
     // `FFI_ArrowSchema`'s (asserted below).
-    unsafe { check_schema(schema.cast::<CSchema>().as_ptr(), 0) }.map_err(malformed)?;
+    unsafe { check_schema(schema.cast::<CSchema>().as_ptr(), 0, &mut 0) }.map_err(malformed)?;
     // SAFETY: valid for reads (the caller's contract), every pointer arrow-rs follows
     // checked above.
     let schema = unsafe { schema.as_ref() };
@@ -300,27 +300,25 @@ fn one_chunk(
     let mut stream = Stream(stream);
     let field = stream.field()?;
     let mut found: Option<ArrayRef> = None;
-    let mut chunks = 0usize;
     while let Some(array) = stream.next()? {
         let (_, array) = import_array(array, field.clone())?;
         if array.is_empty() {
             continue;
         }
-        chunks += 1;
         if found.is_none() {
             found = Some(array);
+            continue;
         }
-    }
-    if chunks > 1 {
+        // A second chunk: refused at once (the stream may be endless).
         let fix = if matches!(field.data_type(), DataType::Struct(_)) {
             "table.combine_chunks(), df.rechunk()"
         } else {
             "chunked.combine_chunks(), series.rechunk()"
         };
         return Err(PyValueError::new_err(format!(
-            "the Arrow stream of {} holds {chunks} chunks: a tensor is one buffer, so one \
-             chunk is taken without a copy; combine them first ({fix}: one copy), or pass \
-             the chunks one by one",
+            "the Arrow stream of {} holds more than one chunk: a tensor is one buffer, so \
+             one chunk is taken without a copy; combine them first ({fix}: one copy), or \
+             pass the chunks one by one",
             type_name(producer)
         )));
     }
@@ -457,6 +455,8 @@ const _: () = {
 
 /// Most children a schema may have (a table's columns).
 const MAX_CHILDREN: i64 = 1 << 20;
+/// Most fields a schema may have in all, at every level.
+const MAX_NODES: usize = 1 << 20;
 
 /// Checks what arrow-rs's schema import follows: the struct is unreleased, its format
 /// a UTF-8 string, its name UTF-8, its metadata's counts and lengths not negative, its
@@ -466,9 +466,19 @@ const MAX_CHILDREN: i64 = 1 << 20;
 ///
 /// - `schema` points to a readable `ArrowSchema` whose non-null pointers point where
 ///   the interface says (strings NUL-terminated, children arrays of `n_children`).
-unsafe fn check_schema(schema: *const CSchema, depth: usize) -> Result<(), String> {
+unsafe fn check_schema(
+    schema: *const CSchema,
+    depth: usize,
+    nodes: &mut usize,
+) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!("a schema nested deeper than {MAX_DEPTH} levels"));
+    }
+    // Children may alias: a few structs could stand for an exponential tree, which the
+    // conversion would then build.
+    *nodes += 1;
+    if *nodes > MAX_NODES {
+        return Err(format!("a schema of more than {MAX_NODES} fields"));
     }
     // SAFETY: readable (the contract).
     let s = unsafe { &*schema };
@@ -496,6 +506,23 @@ unsafe fn check_schema(schema: *const CSchema, depth: usize) -> Result<(), Strin
     if !(0..=MAX_CHILDREN).contains(&s.n_children) {
         return Err(format!("a schema with {} children", s.n_children));
     }
+    // The children its format needs (arrow-rs reads them by index, asserting).
+    let format = format.to_bytes();
+    let needed = match format {
+        b"+l" | b"+L" | b"+vl" | b"+vL" | b"+m" => Some(1),
+        _ if format.starts_with(b"+w:") => Some(1),
+        b"+r" => Some(2),
+        b"+s" => None,
+        _ if format.starts_with(b"+u") => None,
+        _ => Some(0),
+    };
+    if needed.is_some_and(|n| n != s.n_children) {
+        return Err(format!(
+            "a schema of format {:?} with {} children",
+            String::from_utf8_lossy(format),
+            s.n_children
+        ));
+    }
     if s.n_children > 0 && s.children.is_null() {
         return Err("a schema whose children are NULL".to_owned());
     }
@@ -506,11 +533,11 @@ unsafe fn check_schema(schema: *const CSchema, depth: usize) -> Result<(), Strin
             return Err(format!("a schema whose child {index} is NULL"));
         }
         // SAFETY: a non-null child is a readable schema (the contract).
-        unsafe { check_schema(child, depth + 1) }?;
+        unsafe { check_schema(child, depth + 1, nodes) }?;
     }
     if !s.dictionary.is_null() {
         // SAFETY: a non-null dictionary is a readable schema (the contract).
-        unsafe { check_schema(s.dictionary, depth + 1) }?;
+        unsafe { check_schema(s.dictionary, depth + 1, nodes) }?;
     }
     Ok(())
 }
