@@ -62,7 +62,9 @@ const MIN_LEN: usize = 6 + 2 + 4 + 6;
 /// over a read-only mapping of the file: a buffer aligned for its type is the mapping
 /// itself (no copy: the batches keep the mapping alive), one that is not (IPC writers
 /// may leave buffers byte-aligned) is copied by arrow-rs into aligned memory.
-/// Compressed files are refused (arrow-ipc is built without its codecs).
+/// Compressed files are refused (this crate builds arrow-ipc without its codecs; a
+/// program that turns arrow-ipc's `lz4` or `zstd` feature on decodes them, trusting the
+/// uncompressed length each buffer claims, as arrow-ipc does).
 ///
 /// The file is foreign input: a truncated file, offsets outside it and a malformed
 /// footer, schema or batch are an [`Error::Arrow`] of kind
