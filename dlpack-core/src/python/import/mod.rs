@@ -251,20 +251,26 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         }
         match c_api::import(obj)? {
             Imported::Tensor(tensor) => return Ok(tensor),
-            Imported::NoTable | Imported::Declined => {
+            Imported::NoTable => {
                 // The first NumPy array seen, a subclass instance, or another type.
+                if let Some(tensor) = numpy::import(obj)? {
+                    return Ok(tensor);
+                }
+                // A column of an Arrow producer (pyarrow, Polars, ...), by its capsules.
+                #[cfg(feature = "arrow")]
+                if let Some(tensor) = arrow::import_column(obj)? {
+                    return Ok(tensor);
+                }
+            }
+            // A type with a C exchange table (a `Tensor`, PyTorch's) that declines a
+            // device or complex tensor, which its `__dlpack__` then takes: never read
+            // through Arrow's interface, even where it has one.
+            Imported::Declined => {
                 if let Some(tensor) = numpy::import(obj)? {
                     return Ok(tensor);
                 }
             }
             Imported::Refused(err) => refused = Some(err),
-        }
-        // A column of an Arrow producer (pyarrow, Polars, ...), by its capsules.
-        #[cfg(feature = "arrow")]
-        if refused.is_none() {
-            if let Some(tensor) = arrow::import_column(obj)? {
-                return Ok(tensor);
-            }
         }
     }
     let capsule = match request(obj, options) {
