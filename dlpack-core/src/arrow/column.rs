@@ -233,7 +233,11 @@ pub(crate) fn array_to_tensor(
     //   allocation) keeps them alive and unmoved until the deleter drops it;
     // - `READ_ONLY`: Arrow buffers are immutable, and nobody writes them while any
     //   holder of the allocation lives (arrow-rs hands out mutable access only to a
-    //   buffer's sole owner, and the tensor holds a reference);
+    //   buffer's sole owner, and the tensor holds a reference). A buffer over a
+    //   foreign allocation (a producer's, through the C data interface) is the
+    //   producer's memory: its other handles are bound only by what the interface
+    //   promises, as every import from Python is, and such tensors are marked shared
+    //   by the Python imports (the import safety guide);
     // - `dtype` is the Arrow type's DLPack equivalent (numbers only: no `bool`).
     unsafe {
         ManagedTensor::from_owner(
