@@ -167,7 +167,7 @@ pub use traits::{FromDLPack, LoadReport, ToDLPack};
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use bridge::ndarray::{
     DLPackArray, Parameter, Parameter0, Parameter1, Parameter2, Parameter3, Parameter4, Parameter5,
-    Parameter6, ParameterD,
+    Parameter6, ParameterD, zeros_aligned,
 };
 
 /// The `ndarray` this crate is built against, re-exported so that versions match.

@@ -301,6 +301,30 @@ def test_load_from_a_checkpoint(ext, tmp_path):
     np.testing.assert_allclose(np.from_dlpack(m.forward(x)), tm(x).detach().numpy(), rtol=1e-6)
 
 
+def test_jax_imports_a_loaded_model_without_a_copy(ext, tmp_path):
+    """Every buffer the crate allocates starts on a 64-byte boundary, which XLA's CPU
+    client needs to import without a copy: a model loaded from a checkpoint, and the
+    copy a Rust write makes while Python holds a view (copy-on-write)."""
+    import safetensors.torch
+
+    tm = Mlp(5, 7, 3)  # odd sizes: no tensor is aligned by luck of the ones before it
+    safetensors.torch.save_file({k: v.contiguous() for k, v in tm.state_dict().items()},
+                                str(tmp_path / "model.safetensors"))
+    m = ext.Mlp.load(str(tmp_path))
+    held = [attr(m, name) for name in NAMES]
+    for name in NAMES:
+        t = attr(m, name)
+        pointer = np_ptr(np.from_dlpack(t))
+        assert pointer % 64 == 0, name
+        assert jax.dlpack.from_dlpack(t).unsafe_buffer_pointer() == pointer, name
+    m.step(1.0)  # Python holds every buffer: each field is copied first
+    for name, old in zip(NAMES, held):
+        t = attr(m, name)
+        pointer = np_ptr(np.from_dlpack(t))
+        assert pointer != np_ptr(np.from_dlpack(old)), name
+        assert jax.dlpack.from_dlpack(t).unsafe_buffer_pointer() == pointer, name
+
+
 def test_eight_threads_reading_and_writing(ext):
     """Five threads read attributes, state_dicts and the Rust sum; two call a Rust
     method that writes every field (one with the interpreter released); one sets a

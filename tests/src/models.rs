@@ -8,24 +8,18 @@ use std::collections::BTreeMap;
 
 use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
 use dlpack_core::{Parameter, Parameter1, Parameter2};
-use ndarray::{Array1, Array2, Dimension, Ix1, Ix2, s};
+use ndarray::{Array1, Array2, Dimension, Ix1, Ix2};
 use numpy::PyArray2;
 use pyo3::prelude::*;
 
-/// An array whose first element is 64-byte aligned (a slice of a larger buffer), so
-/// that JAX, which copies less aligned memory, imports it without a copy.
+/// An array whose first element is 64-byte aligned (`zeros_aligned`), so that JAX,
+/// which copies less aligned memory, imports it without a copy.
 fn aligned<D: Dimension>(dim: D, value: impl Fn(usize) -> f32) -> Parameter<f32, D> {
-    let n = dim.size();
-    let buffer = Array1::from_shape_fn(n + 16, |i| i as f32);
-    let skip = (64 - buffer.as_ptr() as usize % 64) % 64 / size_of::<f32>();
-    let mut flat = buffer.slice_move(s![skip..skip + n]);
-    for (i, v) in flat.iter_mut().enumerate() {
+    let mut array = dlpack_core::zeros_aligned::<f32, _>(dim);
+    for (i, v) in array.iter_mut().enumerate() {
         *v = value(i);
     }
-    match flat.into_shape_with_order(dim) {
-        Ok(array) => Parameter::from(array),
-        Err(_) => unreachable!("n elements in C order"),
-    }
+    Parameter::from(array)
 }
 
 fn ramp(rows: usize, cols: usize, scale: f32) -> Parameter2<f32> {

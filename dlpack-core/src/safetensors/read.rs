@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use crate::device::Device;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
-use crate::tensor::{AlignedBytes, ManagedTensor, element_bytes_mut, into_bools, zeroed_elements};
+use crate::tensor::{AlignedBytes, ManagedTensor, aligned_elements, element_bytes_mut, into_bools};
 
 use super::convert::{self, Scratch};
 use super::header::invalid;
@@ -331,17 +331,28 @@ pub(super) trait Buffer: Send {
     fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor>;
 }
 
-/// A buffer of `count` elements of `dtype` (`len` bytes), zeroed: a `Vec` of the Rust
-/// element type where there is one, else 16-byte aligned bytes.
+/// A buffer of `count` elements of `dtype` (`len` bytes), zeroed, its data on a
+/// 64-byte boundary: a `Vec` of the Rust element type where there is one (the data a
+/// few elements in), else aligned bytes.
 pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dyn Buffer>> {
     if dtype == DataType::BOOL {
-        return Ok(Box::new(Bools(zeroed_elements::<u8>(count)?)));
+        let (bytes, offset) = aligned_elements::<u8>(count)?;
+        return Ok(Box::new(Bools(Aligned {
+            values: bytes,
+            offset,
+            count,
+        })));
     }
     macro_rules! typed {
         (bool, $constant:ident, $name:literal) => {};
         ($ty:ty, $constant:ident, $name:literal) => {
             if dtype == DataType::$constant {
-                return Ok(Box::new(zeroed_elements::<$ty>(count)?));
+                let (values, offset) = aligned_elements::<$ty>(count)?;
+                return Ok(Box::new(Aligned {
+                    values,
+                    offset,
+                    count,
+                }));
             }
         };
     }
@@ -349,38 +360,60 @@ pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dy
     Ok(Box::new(Bytes(AlignedBytes::zeroed(len)?)))
 }
 
-impl<A: Element> Buffer for Vec<A> {
+/// `count` elements from `offset` in a vector of its own (the alignment's room in
+/// front, zeros).
+struct Aligned<A> {
+    values: Vec<A>,
+    offset: usize,
+    count: usize,
+}
+
+impl<A: Element> Buffer for Aligned<A> {
     fn bytes_mut(&mut self) -> &mut [u8] {
+        let elements = &mut self.values[self.offset..self.offset + self.count];
         // `bool` has a buffer of its own (`Bools`); every other element type has bytes.
-        element_bytes_mut(self).expect("only `bool` has no bytes, and it has `Bools`")
+        element_bytes_mut(elements).expect("only `bool` has no bytes, and it has `Bools`")
     }
 
     fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
         let strides = c_strides(made.shape);
-        ManagedTensor::from_buffer_with_flags(*self, 0, made.shape, &strides, made.flags)
-            .map_err(|e| e.in_tensor(made.name))
+        ManagedTensor::from_buffer_with_flags(
+            self.values,
+            self.offset,
+            made.shape,
+            &strides,
+            made.flags,
+        )
+        .map_err(|e| e.in_tensor(made.name))
     }
 }
 
 /// The bytes of a `bool` tensor, checked once read.
-struct Bools(Vec<u8>);
+struct Bools(Aligned<u8>);
 
 impl Buffer for Bools {
     fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
+        let Aligned {
+            values,
+            offset,
+            count,
+        } = &mut self.0;
+        &mut values[*offset..*offset + *count]
     }
 
     fn into_tensor(self: Box<Self>, made: Made<'_>) -> Result<ManagedTensor> {
-        let bools = into_bools(self.0)
-            .map_err(|(index, byte)| not_a_bool(made.path, made.name, index, byte))?;
+        let Aligned { values, offset, .. } = self.0;
+        // The room in front holds zeros, which are `false`.
+        let bools = into_bools(values)
+            .map_err(|(index, byte)| not_a_bool(made.path, made.name, index - offset, byte))?;
         let strides = c_strides(made.shape);
-        ManagedTensor::from_buffer_with_flags(bools, 0, made.shape, &strides, made.flags)
+        ManagedTensor::from_buffer_with_flags(bools, offset, made.shape, &strides, made.flags)
             .map_err(|e| e.in_tensor(made.name))
     }
 }
 
 /// The bytes of a type Rust has no element for (float8, float6, float4, and half or
-/// complex types in a build without those features), 16-byte aligned.
+/// complex types in a build without those features), 64-byte aligned.
 struct Bytes(AlignedBytes);
 
 impl Buffer for Bytes {
@@ -395,7 +428,7 @@ impl Buffer for Bytes {
         // SAFETY:
         // - the buffer holds the tensor's `ceil(elements * bits / 8)` bytes in C order, as
         //   the format stores them (the header's checks tie the length to the shape,
-        //   whose extents fit `i64`), 16-byte aligned, kept alive and unmoved by the
+        //   whose extents fit `i64`), 64-byte aligned, kept alive and unmoved by the
         //   owner (heap memory); the strides are C-contiguous (NULL), or all 0 for an
         //   empty tensor, which addresses no element;
         // - nobody else reaches the buffer: exclusive and writable;

@@ -1,26 +1,62 @@
 //! Buffers this crate allocates for tensor bytes: [`AlignedBytes`], the home of a copy
-//! whose element type Rust may not have, and (feature `safetensors`) typed buffers that
-//! a file is read into, which an owned ndarray field then keeps.
+//! whose element type Rust may not have, and typed buffers (a file read into them, an
+//! array copied into them) that an owned ndarray field then keeps.
+//!
+//! Every one starts its data on a [`DATA_ALIGNMENT`]-byte boundary: XLA's CPU client
+//! (JAX) imports less aligned memory only by copying it, and vector loads of a whole
+//! cache line start on one. A typed buffer is a `Vec` of the element type (so that an
+//! ndarray array can keep it as it is), allocated with room in front for the alignment:
+//! its data starts a few elements in, where the array starts too.
 
 use crate::error::{Error, Result};
 
-/// Bytes in a zeroed buffer aligned to 16 bytes (every DLPack element type's alignment
-/// at most): the home of a copy whose element type Rust may not have.
+/// The alignment, in bytes, of the data of every buffer this crate allocates for a
+/// tensor.
+pub(crate) const DATA_ALIGNMENT: usize = 64;
+
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
+/// Bytes in a zeroed buffer aligned to [`DATA_ALIGNMENT`] (beyond every DLPack element
+/// type's own alignment): the home of a copy whose element type Rust may not have.
 pub(crate) struct AlignedBytes {
     words: Vec<Block>,
     len: usize,
 }
 
-/// Sixteen bytes, aligned to 16 on every target (`u128`'s alignment varies).
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
+/// [`DATA_ALIGNMENT`] bytes, aligned to as many on every target.
 #[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct Block([u8; 16]);
+#[repr(C, align(64))]
+struct Block([u8; DATA_ALIGNMENT]);
 
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
+const _: () = assert!(align_of::<Block>() == DATA_ALIGNMENT);
+
+#[cfg(any(
+    feature = "pyo3",
+    feature = "burn",
+    feature = "safetensors",
+    feature = "dlpark"
+))]
 impl AlignedBytes {
     /// `len` zero bytes; [`Error::AllocationFailed`] when they cannot be allocated.
     pub(crate) fn zeroed(len: usize) -> Result<Self> {
         // SAFETY: zero bytes are a valid `Block`.
-        let words = unsafe { zeroed_vec::<Block>(len.div_ceil(16)) }
+        let words = unsafe { zeroed_vec::<Block>(len.div_ceil(DATA_ALIGNMENT)) }
             .map_err(|_| Error::AllocationFailed { bytes: len })?;
         Ok(Self { words, len })
     }
@@ -29,8 +65,8 @@ impl AlignedBytes {
     #[cfg(any(feature = "pyo3", feature = "burn"))]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY:
-        // - the vector holds at least `len` initialised bytes (`len.div_ceil(16)`
-        //   zero-initialised blocks of 16), borrowed with `self`;
+        // - the vector holds at least `len` initialised bytes (`len.div_ceil(64)`
+        //   zero-initialised blocks of 64), borrowed with `self`;
         // - `u8` accepts every byte and has alignment 1.
         unsafe { core::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
     }
@@ -38,8 +74,8 @@ impl AlignedBytes {
     /// The bytes, writable.
     pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY:
-        // - the vector holds at least `len` initialised bytes (`len.div_ceil(16)`
-        //   zero-initialised blocks of 16), borrowed uniquely with `self`;
+        // - the vector holds at least `len` initialised bytes (`len.div_ceil(64)`
+        //   zero-initialised blocks of 64), borrowed uniquely with `self`;
         // - `u8` has alignment 1, and a block accepts every byte, so any byte written
         //   keeps it valid.
         unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
@@ -84,22 +120,41 @@ unsafe fn zeroed_vec<T>(len: usize) -> Result<Vec<T>> {
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// `count` zeroed elements of `A` (`0`, `0.0`, `false`) that start on a
+/// [`DATA_ALIGNMENT`]-byte boundary: a vector with room for the alignment in front, and
+/// the index of the first of them in it (the vector's other elements are zero too).
+/// [`Error::AllocationFailed`] when they cannot be allocated.
+#[cfg(any(feature = "safetensors", feature = "ndarray"))]
+pub(crate) fn aligned_elements<A: crate::dtype::Element>(count: usize) -> Result<(Vec<A>, usize)> {
+    if count == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    // Every element type's size divides 64, and the allocator aligns the vector to
+    // the element's size at least (an element type's alignment is its size, but for
+    // complex numbers, whose parts the allocator still aligns to 16): one of the first
+    // `64 / size` elements starts on the boundary.
+    let room = (DATA_ALIGNMENT / size_of::<A>()).max(1);
+    let len = count
+        .checked_add(room)
+        .ok_or(Error::AllocationFailed { bytes: usize::MAX })?;
+    // SAFETY: all-zero bytes are a valid value of every element type (`Element`'s
+    // contract: every bit pattern, or for `bool` the bytes 0 and 1).
+    let values = unsafe { zeroed_vec::<A>(len) }?;
+    // Where the alignment cannot be reached in `room` elements (an allocator that
+    // aligns less than the element's size), the data starts at the front: aligned for
+    // its type, as every `Vec` is.
+    let offset = match values.as_ptr().align_offset(DATA_ALIGNMENT) {
+        at if at < room => at,
+        _ => 0,
+    };
+    Ok((values, offset))
+}
+
 /// Typed buffers that a file is read into (feature `safetensors`): an owned ndarray
 /// field keeps them as they are.
 #[cfg(feature = "safetensors")]
 pub(crate) mod typed {
     use crate::dtype::Element;
-    use crate::error::Result;
-
-    use super::zeroed_vec;
-
-    /// `len` elements of `A`, every byte zero (`0`, `0.0`, `false`), from the allocator's
-    /// zeroed memory, or [`Error::AllocationFailed`].
-    pub(crate) fn zeroed_elements<A: Element>(len: usize) -> Result<Vec<A>> {
-        // SAFETY: all-zero bytes are a valid value of every element type (`Element`'s
-        // contract: every bit pattern, or for `bool` the bytes 0 and 1).
-        unsafe { zeroed_vec::<A>(len) }
-    }
 
     /// The bytes as `bool`s, in the same allocation, if every one is 0 or 1; else the index
     /// and value of the first that is not.

@@ -14,12 +14,13 @@
 
 mod abi;
 mod adapter;
-// The features that copy tensor bytes or write them to a file.
+// The features that copy tensor bytes, read them from a file or allocate arrays.
 #[cfg(any(
     feature = "pyo3",
     feature = "burn",
     feature = "safetensors",
-    feature = "dlpark"
+    feature = "dlpark",
+    feature = "ndarray"
 ))]
 mod buffers;
 mod own;
@@ -50,8 +51,10 @@ pub(crate) use abi::{Abi, Raw, delete, with_abi};
 use adapter::{Adapter, wrap};
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "safetensors"))]
 pub(crate) use buffers::AlignedBytes;
+#[cfg(any(feature = "safetensors", feature = "ndarray"))]
+pub(crate) use buffers::aligned_elements;
 #[cfg(feature = "safetensors")]
-pub(crate) use buffers::typed::{element_bytes_mut, into_bools, zeroed_elements};
+pub(crate) use buffers::typed::{element_bytes_mut, into_bools};
 #[cfg(feature = "pyo3")]
 pub(crate) use own::ForeignOwner;
 pub(crate) use own::{Desc, Own, build};

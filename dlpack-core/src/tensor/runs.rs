@@ -181,7 +181,7 @@ impl ManagedTensor {
 #[cfg(any(feature = "pyo3", feature = "burn", feature = "dlpark"))]
 impl ManagedTensor {
     /// A copy of the tensor's bytes in C order ([`c_order_runs`](Self::c_order_runs))
-    /// in a buffer of its own, aligned to 16 bytes.
+    /// in a buffer of its own, aligned to 64 bytes.
     pub(crate) fn copy_c_order(&self) -> Result<AlignedBytes> {
         let runs = self.c_order_runs()?;
         let mut copy = AlignedBytes::zeroed(self.c_order_len()?)?;
@@ -212,7 +212,7 @@ impl ManagedTensor {
         // SAFETY:
         // - the buffer holds the tensor's elements in C order (`ceil(elements * bits /
         //   8)` bytes, packed below a byte, or one byte each when flagged padded, as the
-        //   copy is), 16-byte aligned, kept alive and unmoved by the owner (heap
+        //   copy is), 64-byte aligned, kept alive and unmoved by the owner (heap
         //   memory); the shape is the tensor's and the strides C-contiguous (NULL);
         // - nobody else reaches the copy: exclusive and writable (no `READ_ONLY` flag);
         // - the elements are bit copies of the tensor's, of the same dtype (`bool` bytes

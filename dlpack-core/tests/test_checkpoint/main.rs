@@ -17,6 +17,7 @@ use dlpack_core::{Error, FromDLPack, TensorBatch, ToDLPack};
 use half::bf16;
 use ndarray::{Array1, Array2};
 
+mod alignment;
 mod broken;
 mod loading;
 mod many_shards;

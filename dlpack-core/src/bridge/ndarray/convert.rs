@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::tensor::{Desc, ManagedTensor, build};
+use crate::tensor::{Desc, ManagedTensor, aligned_elements, build};
 #[cfg(doc)]
 use crate::traits::ToDLPack;
 
@@ -58,7 +58,7 @@ pub(super) fn reclaim<A: Element, D: Dimension + 'static>(
             if owner_type == TypeId::of::<ArcArray<A, $E>>() {
                 return tensor
                     .into_owner_if(|a: &ArcArray<A, $E>| fits(a.ndim()))
-                    .map(|shared| into_dim(shared.into_owned()));
+                    .map(|shared| into_dim(owned_of(shared)));
             }
         };
     }
@@ -70,9 +70,11 @@ pub(super) fn reclaim<A: Element, D: Dimension + 'static>(
 }
 
 /// The `Vec` of a [`ManagedTensor::from_buffer`] tensor, as an array, when the tensor
-/// is exactly that vector in standard layout (offset 0, C-contiguous strides, as many
-/// elements as the vector holds); else the tensor back. The header is only trusted as
-/// far as `Array::from_shape_vec` checks it: the shape must account for every element.
+/// is a run of that vector's elements in standard layout (C-contiguous strides, as many
+/// elements as the shape holds, from any offset: the array then starts inside the
+/// vector, as the crate's 64-byte aligned buffers do); else the tensor back. The header
+/// is only trusted as far as it is checked here against the vector: the data must lie
+/// inside it, on an element, with room for the whole shape.
 fn reclaim_vec<A: Element, D: Dimension + 'static>(
     tensor: ManagedTensor,
 ) -> Result<Array<A, D>, ManagedTensor> {
@@ -111,13 +113,40 @@ fn reclaim_vec<A: Element, D: Dimension + 'static>(
     if !standard || tensor.byte_offset() != 0 {
         return Err(tensor);
     }
-    let data = tensor.data().cast_const().cast::<A>();
+    // Addresses only: which element of the vector the data starts at, if any.
+    let data = tensor.data() as usize;
+    let start = |v: &Vec<A>| {
+        let bytes = data.checked_sub(v.as_ptr() as usize)?;
+        let at = bytes / size_of::<A>();
+        let whole = bytes % size_of::<A>() == 0;
+        (whole && at.checked_add(count).is_some_and(|end| end <= v.len())).then_some(at)
+    };
     tensor
-        .into_owner_if(|v: &Vec<A>| v.as_ptr() == data && v.len() == count)
-        .map(|v| match Array::from_shape_vec(dim, v) {
-            Ok(array) => array,
-            Err(_) => unreachable!("the shape holds exactly the vector's elements"),
+        .into_owner_if(|v: &Vec<A>| start(v).is_some())
+        .map(|v| {
+            let at = start(&v).unwrap_or(0);
+            if at == 0 && v.len() == count {
+                return match Array::from_shape_vec(dim, v) {
+                    Ok(array) => array,
+                    Err(_) => unreachable!("the shape holds exactly the vector's elements"),
+                };
+            }
+            let run = Array::from_vec(v).slice_move(ndarray::s![at..at + count]);
+            match run.into_shape_with_order(dim) {
+                Ok(array) => array,
+                Err(_) => unreachable!("a contiguous run of the shape's elements"),
+            }
         })
+}
+
+/// The elements of `shared` as an array of its own: its buffer when nothing else
+/// holds it, else a copy in a buffer of the crate's (ndarray's copy when that cannot be
+/// allocated: it aborts when memory runs out, as any `Vec` growth does).
+fn owned_of<A: Element, E: Dimension>(shared: ArcArray<A, E>) -> Array<A, E> {
+    match shared.try_into_owned_nocopy() {
+        Ok(array) => array,
+        Err(shared) => copy_standard(shared.view()).unwrap_or_else(|_| shared.into_owned()),
+    }
 }
 
 /// Converts between dimension types of the same rank (checked by the caller), which
@@ -176,18 +205,62 @@ pub(super) unsafe fn export_owner<A: Element, O: Send + 'static, D: Dimension>(
 pub(crate) fn copy_standard<A: Element, D: Dimension>(
     view: ArrayView<'_, A, D>,
 ) -> Result<Array<A, D>> {
-    let failed = || Error::AllocationFailed {
-        bytes: view.len().saturating_mul(size_of::<A>()),
-    };
-    let mut values: Vec<A> = Vec::new();
-    values.try_reserve_exact(view.len()).map_err(|_| failed())?;
+    let count = view.len();
+    // A buffer of the crate's: its data on a 64-byte boundary, a few elements into the
+    // vector, where the array starts.
+    let (mut values, at) = aligned_elements::<A>(count)?;
+    let out = &mut values.as_mut_slice()[at..at + count];
     match view.as_slice() {
-        Some(slice) => values.extend_from_slice(slice),
-        None => values.extend(view.iter().copied()),
+        Some(slice) => out.copy_from_slice(slice),
+        None => out.iter_mut().zip(view.iter()).for_each(|(o, &v)| *o = v),
     }
-    match Array::from_shape_vec(view.raw_dim(), values) {
+    let run = Array::from_vec(values).slice_move(ndarray::s![at..at + count]);
+    match run.into_shape_with_order(view.raw_dim()) {
         Ok(array) => Ok(array),
         Err(_) => unreachable!("one value per element, in row-major order"),
+    }
+}
+
+/// An array of zeros in standard layout (C order) whose first element starts on a 64-byte
+/// boundary, as every buffer this crate allocates for tensor data does: what JAX (XLA's
+/// CPU client) imports without a copy, where it copies less aligned memory.
+///
+/// An `Array` from ndarray's own constructors (`Array::zeros`, `from_shape_fn`,
+/// `from_vec`) starts where its `Vec` starts, which the allocator aligns to 16 bytes at
+/// most (large blocks from glibc sit 16 bytes past a page boundary). This one starts a
+/// few elements into its vector, which the array keeps: it moves into a tensor, a
+/// [`Parameter`](crate::Parameter) or a model field without a copy, still aligned.
+/// Fill it in place (`assign`, `iter_mut`, `Zip`).
+///
+/// ```
+/// let mut w = dlpack_core::zeros_aligned::<f32, _>((3, 5));
+/// assert_eq!(w.as_ptr() as usize % 64, 0);
+/// w.fill(0.5);
+/// let t = dlpack_core::ToDLPack::to_dlpack(w)?; // moved, not copied
+/// assert_eq!(t.data() as usize % 64, 0);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Panics
+///
+/// When the number of elements overflows `isize` or the memory cannot be allocated, as
+/// `Array::zeros` does.
+pub fn zeros_aligned<A: Element, Sh: ndarray::IntoDimension>(shape: Sh) -> Array<A, Sh::Dim> {
+    let dim = shape.into_dimension();
+    let count = match dim.size_checked() {
+        Some(count) if isize::try_from(count).is_ok() => count,
+        _ => panic!("ndarray: Shape too large, product of non-zero axis lengths overflows isize"),
+    };
+    let (values, at) = match aligned_elements::<A>(count) {
+        Ok(allocated) => allocated,
+        Err(_) => std::alloc::handle_alloc_error(
+            std::alloc::Layout::array::<A>(count).unwrap_or(std::alloc::Layout::new::<A>()),
+        ),
+    };
+    let run = Array::from_vec(values).slice_move(ndarray::s![at..at + count]);
+    match run.into_shape_with_order(dim) {
+        Ok(array) => array,
+        Err(_) => unreachable!("a contiguous run of the shape's elements"),
     }
 }
 

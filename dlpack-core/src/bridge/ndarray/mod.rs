@@ -18,6 +18,7 @@ mod view;
 
 #[cfg(feature = "pyo3")]
 pub(crate) use convert::copy_standard;
+pub use convert::zeros_aligned;
 pub use owned::DLPackArray;
 #[cfg(feature = "pyo3")]
 pub(crate) use owned::WriteRefusal;

@@ -13,7 +13,9 @@ use crate::tensor::ManagedTensor;
 use crate::traits::{Found, FromDLPack, TensorField, TensorFieldsOf};
 
 use super::DLPackArray;
-use super::convert::{export_array, export_copy, export_owner, load_into, stride_bits};
+use super::convert::{
+    copy_standard, export_array, export_copy, export_owner, load_into, stride_bits,
+};
 
 /// An array whose buffer Python may share: the type of the tensor fields of a Rust model
 /// shared with Python (`#[pymodel]`, features `pyo3` and `derive`; see
@@ -79,6 +81,15 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     /// A mutable view of the elements: first a copy of its own when Python holds a
     /// tensor of the buffer (copy-on-write), in place otherwise.
     pub fn view_mut(&mut self) -> ArrayViewMut<'_, A, D> {
+        if !self.0.is_unique() {
+            // The copy in a buffer of the crate's (64-byte aligned), where ndarray's own
+            // copy-on-write would copy the vector as it is; ndarray's copy (which aborts
+            // when memory runs out, as any `Vec` growth does) when that cannot be
+            // allocated.
+            if let Ok(copy) = copy_standard(self.0.view()) {
+                self.0 = copy.into_shared();
+            }
+        }
         self.0.view_mut()
     }
 
@@ -110,13 +121,16 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
 
     /// A copy of the elements as an owned array.
     pub fn to_owned(&self) -> Array<A, D> {
-        self.0.to_owned()
+        copy_standard(self.0.view()).unwrap_or_else(|_| self.0.to_owned())
     }
 
     /// The elements as an owned array: the buffer itself when nothing else holds it, else
     /// a copy.
     pub fn into_owned(self) -> Array<A, D> {
-        self.0.into_owned()
+        match self.0.try_into_owned_nocopy() {
+            Ok(array) => array,
+            Err(shared) => copy_standard(shared.view()).unwrap_or_else(|_| shared.into_owned()),
+        }
     }
 
     /// Shares the buffer of `tensor` when it is a writable share of a field of this type
@@ -140,7 +154,7 @@ impl<A: Element, D: Dimension> Clone for Parameter<A, D> {
     /// A copy of the elements (see the type's documentation: a clone is a value of its
     /// own, not another handle of a buffer Python may write).
     fn clone(&self) -> Self {
-        Self(self.0.to_owned().into_shared())
+        Self(self.to_owned().into_shared())
     }
 }
 

@@ -246,7 +246,7 @@ unsafe fn allocated_like(prototype: *const DLTensor) -> CrateResult<ManagedTenso
     let buffer = Allocation(AlignedBytes::zeroed(bytes)?);
     // SAFETY:
     // - the buffer holds `bytes` zeroed bytes, enough for `count` elements of `dtype` in
-    //   C order, 16-byte aligned, and the owner keeps it alive and unmoved (heap data);
+    //   C order, 64-byte aligned, and the owner keeps it alive and unmoved (heap data);
     // - nobody else reaches it: the tensor is exclusive and writable;
     // - zero bytes are a valid value of every DLPack type (`false` for `bool`).
     unsafe {
