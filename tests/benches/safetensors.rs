@@ -295,6 +295,10 @@ fn main() {
         checkpoints(&mut c, &folder, &gpt2_path);
         return;
     }
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "convert") {
+        bench_convert(&mut c);
+        return;
+    }
 
     bench_map(&mut c, &folder, &gpt2_path);
     bench_read(&mut c, &gpt2_path);
@@ -319,6 +323,44 @@ fn main() {
         print!("  {}", memory_in_fresh_process(op, &folder));
     }
     checkpoints(&mut c, &folder, &gpt2_path);
+}
+
+/// The `convert` group: the float conversion of a converting load
+/// (`safetensors::convert_floats`, `bfloat16` and `float16` to `float32`) beside a
+/// `memcpy` of its output (`copy_from_slice`), in the cache (64 Ki elements: 128 KiB in,
+/// 256 KiB out) and beyond it (8 Mi elements: 16 MiB in, 32 MiB out), and beside
+/// `half`'s own slice conversion (`convert_to_f32_slice`) of the same values.
+fn bench_convert(c: &mut Criterion) {
+    use half::slice::HalfFloatSliceExt;
+    let mut group = c.benchmark_group("convert");
+    for n in [64usize << 10, 8 << 20] {
+        let src: Vec<u8> = (0..2 * n).map(|i| (i * 7 % 251) as u8 & 0x3f).collect();
+        let other = vec![1u8; 4 * n];
+        let mut dst = vec![0u8; 4 * n];
+        let mut floats = vec![0f32; n];
+        let halves: Vec<half::f16> = (0..n).map(|i| half::f16::from_f32(i as f32)).collect();
+        group.throughput(criterion::Throughput::Bytes(4 * n as u64));
+        group.bench_function(format!("{n}/memcpy of the output"), |b| {
+            b.iter(|| dst.copy_from_slice(black_box(&other)))
+        });
+        for (name, from) in [("bf16", DataType::BF16), ("f16", DataType::F16)] {
+            group.bench_function(format!("{n}/dlpack-core {name} -> f32"), |b| {
+                b.iter(|| {
+                    dlpack_core::safetensors::convert_floats(
+                        from,
+                        DataType::F32,
+                        black_box(&src),
+                        &mut dst,
+                    )
+                    .unwrap()
+                })
+            });
+        }
+        group.bench_function(format!("{n}/half convert_to_f32_slice (f16)"), |b| {
+            b.iter(|| black_box(&halves[..]).convert_to_f32_slice(&mut floats))
+        });
+    }
+    group.finish();
 }
 
 /// The `map` group: `map_safetensors` of the GPT-2 file beside dlpark's, and of a

@@ -95,6 +95,21 @@ def test_bf16_to_f32_on_load_is_bit_equal_to_torch_float(ext, gpt2_bf16):
     assert torch.equal(as_bits(ours), as_bits(every.float()))
 
 
+def test_f16_to_f32_on_load_is_bit_equal_to_torch_float_for_every_value(ext, tmp_path):
+    # Every float16 bit pattern: subnormals, infinities, and NaNs with every payload,
+    # signalling ones included (torch quiets them, as the hardware conversion does).
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    ext.save_checkpoint({"every": every}, str(tmp_path), 1 << 20, {"format": "pt"})
+    for threads in (1, 2):
+        (tensors, _, _) = ext.read_checkpoint(str(tmp_path), "float32", threads)
+        ours = torch.from_dlpack(tensors["every"])
+        assert torch.equal(as_bits(ours), as_bits(every.float()))
+        (tensors, _, _) = ext.read_checkpoint(str(tmp_path), "float64", threads)
+        ours = torch.from_dlpack(tensors["every"])
+        theirs = every.double().view(torch.int64)
+        assert torch.equal(ours.contiguous().view(torch.int64), theirs)
+
+
 def test_narrowing_on_load_matches_torch(ext, tmp_path):
     torch.manual_seed(1)
     values = torch.randn(4096, dtype=torch.float64) * 100

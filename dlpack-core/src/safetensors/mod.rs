@@ -174,6 +174,7 @@ mod read;
 mod write;
 
 pub use checkpoint::{Checkpoint, ReadOptions, StoredTensor};
+pub use convert::convert_floats;
 
 #[cfg(doc)]
 use crate::{Error, FromDLPack, TensorBatch};
