@@ -295,6 +295,20 @@ fn main() {
         checkpoints(&mut c, &folder, &gpt2_path);
         return;
     }
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "map-checkpoint") {
+        let dir = folder.join("gpt2-4");
+        if !dir.exists() {
+            let batch = TensorBatch::read_safetensors(&gpt2_path).unwrap();
+            let total: u64 = batch
+                .iter()
+                .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
+                .sum();
+            batch.write_checkpoint(&dir, total / 4 + (1 << 20)).unwrap();
+        }
+        let rounds = std::env::var("DLPACK_BENCH_ROUNDS").map_or(31, |r| r.parse().unwrap());
+        alternate_maps(&dir, &shards_of(&dir), rounds);
+        return;
+    }
     if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "convert") {
         bench_convert(&mut c);
         return;
@@ -696,27 +710,7 @@ impl Checkpoints {
                 ),
             ],
         );
-        print_alternating(
-            "checkpoint map, gpt2 in 4 shards",
-            31,
-            &mut [
-                ("Checkpoint::open + map", &mut || {
-                    // SAFETY: the benchmark's own files, which nothing modifies while
-                    // mapped.
-                    black_box(unsafe { Checkpoint::open(dir).unwrap().map() }.unwrap());
-                }),
-                ("map_safetensors of each of the 4 shards", &mut || {
-                    for shard in shards {
-                        // SAFETY: as above.
-                        black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
-                    }
-                }),
-                // Its part: the index and the four headers read and parsed.
-                ("Checkpoint::open alone", &mut || {
-                    black_box(Checkpoint::open(dir).unwrap());
-                }),
-            ],
-        );
+        alternate_maps(dir, shards, 31);
         print_alternating(
             "checkpoint write, gpt2",
             9,
@@ -730,6 +724,32 @@ impl Checkpoints {
             ],
         );
     }
+}
+
+/// `Checkpoint::open` + `map` of the checkpoint in `dir` beside `map_safetensors` of
+/// each of its `shards`, and `open` alone, alternating for `rounds` rounds.
+fn alternate_maps(dir: &Path, shards: &[PathBuf], rounds: usize) {
+    print_alternating(
+        "checkpoint map, gpt2 in 4 shards",
+        rounds,
+        &mut [
+            ("Checkpoint::open + map", &mut || {
+                // SAFETY: the benchmark's own files, which nothing modifies while
+                // mapped.
+                black_box(unsafe { Checkpoint::open(dir).unwrap().map() }.unwrap());
+            }),
+            ("map_safetensors of each of the 4 shards", &mut || {
+                for shard in shards {
+                    // SAFETY: as above.
+                    black_box(unsafe { TensorBatch::map_safetensors(shard) }.unwrap());
+                }
+            }),
+            // Its part: the index and the four headers read and parsed.
+            ("Checkpoint::open alone", &mut || {
+                black_box(Checkpoint::open(dir).unwrap());
+            }),
+        ],
+    );
 }
 
 /// candle's mapped loader over `paths`, converting and fetching every tensor, as

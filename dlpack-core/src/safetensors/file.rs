@@ -26,6 +26,11 @@ use super::read::{Made, buffer, element_count, empty_strides, not_a_bool};
 /// writer is refused rather than waited for, and never becomes the controlling
 /// terminal.
 pub(super) fn open(path: &Path) -> Result<(File, u64)> {
+    open_identified(path).map(|(file, identity)| (file, identity.len))
+}
+
+/// [`open`], with the file's [`Identity`] from the same status (no second call).
+pub(super) fn open_identified(path: &Path) -> Result<(File, Identity)> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     // (Miri cannot open with these flags; its files are the tests' own.)
@@ -43,7 +48,7 @@ pub(super) fn open(path: &Path) -> Result<(File, u64)> {
     if !meta.is_file() {
         return refused(std::io::ErrorKind::InvalidInput, "is not a regular file");
     }
-    Ok((file, meta.len()))
+    Ok((file, identity_of(&meta)))
 }
 
 /// Which file an open file is, so that a file opened again by its path can be told
@@ -63,6 +68,11 @@ pub(super) struct Identity {
 /// The [`Identity`] of `file`, opened from `path`.
 pub(super) fn identity(path: &Path, file: &File) -> Result<Identity> {
     let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
+    Ok(identity_of(&meta))
+}
+
+/// The [`Identity`] of a file of status `meta`.
+fn identity_of(meta: &std::fs::Metadata) -> Identity {
     #[cfg(unix)]
     let (node, changed) = {
         use std::os::unix::fs::MetadataExt;
@@ -78,32 +88,47 @@ pub(super) fn identity(path: &Path, file: &File) -> Result<Identity> {
     };
     #[cfg(not(unix))]
     let (node, changed) = ((0, 0), (0, 0, 0, 0));
-    Ok(Identity {
+    Identity {
         node,
         changed,
         modified: meta.modified().ok(),
         len: meta.len(),
-    })
+    }
 }
 
 /// Reads and checks the header of `file` (of `file_len` bytes), from its start: the
 /// header, and its JSON bytes.
 pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(Header, Vec<u8>)> {
     let mut file = file;
-    let mut first = [0u8; LENGTH_BYTES];
-    let got = usize::try_from(file_len).map_or(LENGTH_BYTES, |len| len.min(LENGTH_BYTES));
-    file.read_exact(&mut first[..got])
+    // One read takes the length and, most often, the whole header with it (a few
+    // kilobytes for thousands of tensors' worth of a shard); a longer header takes a
+    // second read for the rest.
+    let mut first = vec![0u8; usize::try_from(file_len).map_or(FIRST_READ, |n| n.min(FIRST_READ))];
+    file.read_exact(&mut first)
         .map_err(|e| Error::io(path, &e))?;
-    let n = header_length(path, &first[..got], file_len)?;
-    let mut json = Vec::new();
-    json.try_reserve_exact(n)
-        .map_err(|_| Error::AllocationFailed { bytes: n })?;
-    json.resize(n, 0);
-    file.read_exact(&mut json)
-        .map_err(|e| Error::io(path, &e))?;
+    let n = header_length(path, &first, file_len)?;
+    let end = LENGTH_BYTES + n;
+    let json = if end <= first.len() {
+        first.truncate(end);
+        first.drain(..LENGTH_BYTES);
+        first
+    } else {
+        let mut json = Vec::new();
+        json.try_reserve_exact(n)
+            .map_err(|_| Error::AllocationFailed { bytes: n })?;
+        json.extend_from_slice(&first[LENGTH_BYTES..]);
+        json.resize(n, 0);
+        file.read_exact(&mut json[first.len() - LENGTH_BYTES..])
+            .map_err(|e| Error::io(path, &e))?;
+        json
+    };
     let header = header::parse(path, &json, file_len)?;
     Ok((header, json))
 }
+
+/// The bytes of a file's first read: its header's length, and a header of up to
+/// 16 KiB less those 8 bytes.
+const FIRST_READ: usize = 16 << 10;
 
 /// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
 /// never read or written through after they are made: each tensor reaches its own
@@ -202,15 +227,19 @@ unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
         // Too short for the header's length: an error (and nothing to map).
         header_length(path, &[], file_len)?;
     }
+    let too_long = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "too long to map");
+    let len = usize::try_from(file_len).map_err(|_| Error::io(path, &too_long()))?;
     // SAFETY:
-    // - a private, writable mapping of the whole file: writes go to private pages;
-    //   no swap is reserved for them up front (so that a file larger than memory
-    //   maps), and a page is found when it is first written, as for any memory
-    //   under overcommit;
+    // - a private, writable mapping of the whole file (`len` is the length its status
+    //   gave just now, passed on so that memmap2 does not ask again): writes go to
+    //   private pages; no swap is reserved for them up front (so that a file larger
+    //   than memory maps), and a page is found when it is first written, as for any
+    //   memory under overcommit;
     // - the caller guarantees that the file is neither modified nor truncated while
     //   the mapping (kept by the tensors) lives, so that its pages hold the file's
     //   bytes and stay readable.
-    unsafe { MmapOptions::new().no_reserve_swap().map_copy(file) }.map_err(|e| Error::io(path, &e))
+    unsafe { MmapOptions::new().len(len).no_reserve_swap().map_copy(file) }
+        .map_err(|e| Error::io(path, &e))
 }
 
 /// Makes a tensor over `map` for each entry of `header` that `keep` accepts (by its

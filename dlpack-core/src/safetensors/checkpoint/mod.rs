@@ -19,7 +19,9 @@ use crate::tensor::ManagedTensor;
 #[cfg(doc)]
 use crate::traits::FromDLPack;
 
-use super::file::{Identity, big_endian, changed, identity, map_opened, open, read_header};
+use super::file::{
+    Identity, big_endian, changed, identity, map_opened, open, open_identified, read_header,
+};
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
 use super::read::{self, Plan, Source};
@@ -192,8 +194,8 @@ impl Checkpoint {
 
     /// A checkpoint of one safetensors file: all its tensors, in its header's order.
     fn open_file(path: &Path) -> Result<Self> {
-        let (file, len) = open(path)?;
-        let (header, json) = read_header(path, &file, len)?;
+        let (file, identity) = open_identified(path)?;
+        let (header, json) = read_header(path, &file, identity.len)?;
         let metadata = header.metadata.clone();
         let tensors: Vec<Stored> = (0..header.entries.len())
             .map(|entry| Stored { shard: 0, entry })
@@ -201,7 +203,7 @@ impl Checkpoint {
         let listed = (0..tensors.len()).map(Some).collect();
         let shard = Shard {
             path: path.to_owned(),
-            identity: identity(path, &file)?,
+            identity,
             file: Some(file),
             header,
             json,
@@ -226,20 +228,14 @@ impl Checkpoint {
         if len > MAX_HEADER as u64 {
             return Err(too_long(len));
         }
-        // No more than the limit, whatever the length said (the length is only a hint:
-        // room for it, and a byte to see the end, so that one read takes a whole index).
+        // The length its status gave, in one read (a file that grew since is read as
+        // it was: its JSON then ends where the status said, or fails to parse).
         let mut json = Vec::new();
-        let room = len as usize + 1;
-        json.try_reserve_exact(room)
-            .map_err(|_| Error::AllocationFailed { bytes: room })?;
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(&file, MAX_HEADER as u64 + 1),
-            &mut json,
-        )
-        .map_err(|e| Error::io(path, &e))?;
-        if json.len() > MAX_HEADER {
-            return Err(too_long(json.len() as u64));
-        }
+        let len = len as usize;
+        json.try_reserve_exact(len)
+            .map_err(|_| Error::AllocationFailed { bytes: len })?;
+        json.resize(len, 0);
+        std::io::Read::read_exact(&mut &file, &mut json).map_err(|e| Error::io(path, &e))?;
         let index = index::parse(path, &json)?;
         let folder = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -254,11 +250,10 @@ impl Checkpoint {
         let mut shards: Vec<Shard> = Vec::with_capacity(index.shards.len());
         for (file_name, &name) in index.shards.iter().zip(&first) {
             let shard_path = folder.join(file_name);
-            let (file, len) = open(&shard_path).map_err(|e| e.in_tensor(name))?;
+            let (file, identity) = open_identified(&shard_path).map_err(|e| e.in_tensor(name))?;
             let (header, json) =
-                read_header(&shard_path, &file, len).map_err(|e| e.in_tensor(name))?;
+                read_header(&shard_path, &file, identity.len).map_err(|e| e.in_tensor(name))?;
             let listed = vec![None; header.entries.len()];
-            let identity = identity(&shard_path, &file).map_err(|e| e.in_tensor(name))?;
             // (Past the first shards, the file is closed now and opened again to read.)
             let file = (shards.len() < KEPT_OPEN).then_some(file);
             shards.push(Shard {
