@@ -309,6 +309,10 @@ fn main() {
         alternate_maps(&dir, &shards_of(&dir), rounds);
         return;
     }
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "cold") {
+        cold_loads(&folder);
+        return;
+    }
     if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "convert") {
         bench_convert(&mut c);
         return;
@@ -337,6 +341,136 @@ fn main() {
         print!("  {}", memory_in_fresh_process(op, &folder));
     }
     checkpoints(&mut c, &folder, &gpt2_path);
+}
+
+/// Loads of a 1 GiB checkpoint (4 shards of 37 float32 tensors) with a cold page cache,
+/// beside a sequential read of the same files (8 MiB reads, one after another: what
+/// `dd` does) and the work of safetensors' `load_file` (each file mapped, its header
+/// parsed by the `safetensors` crate, every tensor copied into memory of its own).
+/// Before each run, every shard's pages are dropped from the page cache
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)`, which needs no privilege, where
+/// `/proc/sys/vm/drop_caches` needs root); the bytes each run read from the disk
+/// (`read_bytes` of `/proc/self/io`) are printed beside its time, to show that it was
+/// cold.
+fn cold_loads(folder: &Path) {
+    let dir = folder.join("cold-1g");
+    let per_tensor = (1usize << 30) / 4 / 148;
+    if !dir.exists() {
+        let mut batch = TensorBatch::new();
+        for i in 0..148 {
+            let t = Array1::from_shape_fn(per_tensor, |j| (i * 31 + j % 1009) as f32)
+                .to_dlpack()
+                .unwrap();
+            batch.insert(format!("layers.{i}.weight"), t).unwrap();
+        }
+        batch.write_checkpoint(&dir, (1 << 28) + (1 << 20)).unwrap();
+    }
+    let shards = shards_of(&dir);
+    let total: u64 = shards
+        .iter()
+        .map(|s| std::fs::metadata(s).unwrap().len())
+        .sum();
+    let evict = || {
+        for shard in &shards {
+            let file = std::fs::File::open(shard).unwrap();
+            file.sync_all().unwrap();
+            // SAFETY: a valid descriptor of an open file; advice only.
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                    0,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+            assert_eq!(rc, 0);
+        }
+    };
+    let read_bytes = || {
+        let io = std::fs::read_to_string("/proc/self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("read_bytes: "))
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    type Run<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+    let mut runs: Vec<Run<'_>> = vec![
+        (
+            "dlpack-core Checkpoint::open + read_where (all, owned)",
+            Box::new(|| {
+                let batch = Checkpoint::open(&dir)
+                    .unwrap()
+                    .read_where(|_| true)
+                    .unwrap();
+                black_box(batch);
+            }),
+        ),
+        (
+            "the disk: each shard read in 8 MiB reads (dd)",
+            Box::new(|| {
+                let mut buf = vec![0u8; 8 << 20];
+                for shard in &shards {
+                    let mut file = std::fs::File::open(shard).unwrap();
+                    while std::io::Read::read(&mut file, &mut buf).unwrap() > 0 {}
+                }
+                black_box(buf);
+            }),
+        ),
+        (
+            "safetensors load_file's work: map, deserialize, copy every tensor",
+            Box::new(|| {
+                let mut owned: Vec<Vec<u8>> = Vec::new();
+                for shard in &shards {
+                    let file = std::fs::File::open(shard).unwrap();
+                    // SAFETY: the benchmark's own file, which nothing modifies while
+                    // mapped.
+                    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+                    let tensors = safetensors::SafeTensors::deserialize(&map).unwrap();
+                    for (_, view) in tensors.tensors() {
+                        owned.push(view.data().to_vec());
+                    }
+                }
+                black_box(owned);
+            }),
+        ),
+    ];
+    let rounds = std::env::var("DLPACK_BENCH_ROUNDS").map_or(5, |r| r.parse().unwrap());
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    let mut disk: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    for _ in 0..rounds {
+        for (i, (_, run)) in runs.iter_mut().enumerate() {
+            if std::env::var_os("DLPACK_BENCH_WARM").is_none() {
+                evict();
+            }
+            let before = read_bytes();
+            let start = std::time::Instant::now();
+            run();
+            times[i].push(start.elapsed().as_secs_f64());
+            disk[i].push((read_bytes() - before) as f64 / total as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let disk_time = median(&mut times[1].clone());
+    println!(
+        "\ncold cache: a {:.0} MiB checkpoint in {} shards (medians of {rounds}, alternating)",
+        mib(total),
+        shards.len()
+    );
+    for (i, (name, _)) in runs.iter().enumerate() {
+        let t = median(&mut times[i]);
+        println!(
+            "  {name:<64} {:>8.1} ms  {:>7.1} MiB/s  {:.2} x the disk's bandwidth  \
+             (read from disk: {:.2} x the files)",
+            t * 1e3,
+            mib(total) / t,
+            disk_time / t,
+            median(&mut disk[i]),
+        );
+    }
 }
 
 /// The `convert` group: the float conversion of a converting load

@@ -107,6 +107,7 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
         .min(total.div_ceil(PER_THREAD))
         .min(items.len())
         .max(1);
+    will_need(sources);
     run(items, threads, sources)?;
     sources
         .iter()
@@ -121,6 +122,52 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
             })
         })
         .collect()
+}
+
+/// Tells the kernel which bytes of which files are about to be read, so that it reads
+/// them from the disk ahead of the threads, as many at once as the disk takes (a cold
+/// read otherwise waits for each window of readahead in turn); runs of bytes that
+/// follow each other in one file are told as one. Advice only: nothing fails if it is
+/// not taken (and on systems without it, nothing is told).
+fn will_need(sources: &[Source<'_>]) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        use std::os::fd::AsRawFd;
+        let mut run: Option<(&File, u64, u64)> = None;
+        let tell = |(file, start, end): (&File, u64, u64)| {
+            let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end - start)) else {
+                return;
+            };
+            // SAFETY:
+            // - `file` is open for as long as this call (borrowed), so its descriptor
+            //   is valid; the call takes no memory of ours, and only advises the
+            //   kernel's page cache (its result is ignored: advice).
+            let _ = unsafe {
+                libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED)
+            };
+        };
+        for source in sources.iter().filter(|s| s.len > 0) {
+            let end = source.offset + source.len as u64;
+            match &mut run {
+                Some((file, _, run_end))
+                    if core::ptr::eq(*file, source.file) && *run_end == source.offset =>
+                {
+                    *run_end = end;
+                }
+                _ => {
+                    if let Some(done) = run.take() {
+                        tell(done);
+                    }
+                    run = Some((source.file, source.offset, end));
+                }
+            }
+        }
+        if let Some(done) = run {
+            tell(done);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = sources;
 }
 
 /// The number of elements of a checked shape (its product fits: the header's checks).
