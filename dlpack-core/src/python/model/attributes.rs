@@ -203,19 +203,20 @@ pub fn repr<T: PyModel>(model: &Bound<'_, T>) -> PyResult<String> {
 }
 
 /// The tensor, or the group of tensors, that `path` names in the model, as a Python
-/// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
+/// object: the field's [`Tensor`] (the same object until Rust writes or replaces the
+/// field), or a [`ModelView`].
 pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
     let py = model.py();
     let found = {
         let this = model.try_borrow()?;
         match this.find_tensor(path) {
-            Found::Tensor(field) => Named::Tensor(field.share()?),
+            Found::Tensor(field) => Named::Tensor(super::tensor_object(field, py)?),
             Found::Group => Named::Group,
             Found::Nothing => Named::Nothing,
         }
     };
     Ok(match found {
-        Named::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
+        Named::Tensor(tensor) => Some(tensor.into_any()),
         Named::Group => Some(
             Bound::new(
                 py,

@@ -104,15 +104,14 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::batch::TensorBatch;
-use crate::traits::{FromDLPack, TensorFields};
+use crate::python::Tensor;
+use crate::tensor::ManagedTensor;
+use crate::traits::{FromDLPack, TensorField, TensorFields};
 
 pub use attributes::{TensorAttribute, delattr, dir, getattr, repr, setattr};
 pub(crate) use state_dict::incompatible_keys;
 pub use state_dict::{load_state_dict, state_dict};
 pub use view::ModelView;
-
-#[cfg(doc)]
-use crate::traits::TensorField;
 
 /// What a model class needs: a `#[pyclass]` (not `frozen`) whose tensors Python can
 /// share ([`TensorFields`]) and that loads a `state_dict` ([`FromDLPack`], derived).
@@ -140,6 +139,33 @@ struct Ops {
     set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<ops::Assigned>,
     entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<ops::Entry>>,
     state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
+}
+
+/// A tensor field as a Python object: a [`Tensor`](crate::python::Tensor) of its
+/// share, which a `Parameter` keeps and returns again until Rust writes or replaces the
+/// field. Runs no Python code (a `Tensor` is not tracked by the garbage collector, so
+/// making one starts no collection), so a caller may hold the model's borrow.
+fn tensor_object(field: &dyn TensorField, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    field.python_object(py, wrap_share, only_holder)
+}
+
+fn wrap_share(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, Tensor::new(tensor))?.into_any())
+}
+
+/// Whether nothing but the caller's reference holds `object`, a `Tensor`: no other
+/// Python reference, and no capsule or array made from it. (PyO3 deprecates its
+/// reading of the count for the raw `Py_REFCNT`, which is the same read behind
+/// `unsafe`. On a free-threaded build the count is two fields read apart, so "one"
+/// can be wrong while other threads pass the object between them: the field then
+/// lets go of an object they hold, which costs later reads its identity, never the
+/// sharing rule, since that object still holds the buffer.)
+#[allow(deprecated)]
+fn only_holder(object: &Bound<'_, PyAny>) -> bool {
+    object.get_refcnt() == 1
+        && object
+            .cast::<Tensor>()
+            .is_ok_and(|t| t.get().is_only_handle())
 }
 
 /// One class's [`Ops`], made by the compiler once per class.
