@@ -99,6 +99,8 @@ mod ops;
 mod state_dict;
 mod view;
 
+use std::sync::Arc;
+
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -135,7 +137,7 @@ type Member = PyResult<Option<Py<PyAny>>>;
 /// The operations of one model class, for the [`ModelView`]s of its groups (which are
 /// of one Python class for every model, so they reach the model through these).
 struct Ops {
-    get: fn(&Bound<'_, PyAny>, &str) -> Member,
+    get: fn(&Bound<'_, PyAny>, &str, Option<&Arc<str>>) -> Member,
     set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<ops::Assigned>,
     entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<ops::Entry>>,
     state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
@@ -173,7 +175,7 @@ struct OpsOf<T>(core::marker::PhantomData<T>);
 
 impl<T: PyModel> OpsOf<T> {
     const OPS: Ops = Ops {
-        get: |root, path| attributes::get::<T>(cast::<T>(root)?, path),
+        get: |root, path, shared| attributes::get::<T>(cast::<T>(root)?, path, shared),
         set: |root, path, value| ops::set::<T>(cast::<T>(root)?, path, value),
         entries: |root, prefix| ops::entries::<T>(cast::<T>(root)?, prefix),
         state_dict: |root, under, prefix| {
