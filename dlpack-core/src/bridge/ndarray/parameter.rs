@@ -38,6 +38,10 @@ use super::slot::ObjectSlot;
 /// `bool` arrays are handed to Python as copies: Python could store bytes that are no
 /// `bool`.
 ///
+/// With feature `pyo3`, the field keeps the Python object its first read from Python
+/// made, and every later read returns that object (as `nn.Module` returns the same
+/// `Parameter`), until [`view_mut`](Self::view_mut) or a replacement lets it go.
+///
 /// ```
 /// use dlpack_core::Parameter2;
 /// use dlpack_core::implement::TensorField;

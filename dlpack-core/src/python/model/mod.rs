@@ -40,6 +40,14 @@
 //!   ([`TensorField::share`], a `DLPackArray` of one); never a clone (`Clone` copies
 //!   the elements), so a value that Rust code keeps elsewhere, or sends to another
 //!   thread, never changes under it.
+//! - **One object per field, until Rust writes it**: as `nn.Module` returns the same
+//!   `Parameter`, every read of a field (`m.fc1.weight`, `m.fc1["weight"]`, the entry of
+//!   `state_dict()`) returns the same [`Tensor`] object, which
+//!   the field keeps. A Rust write, a replacement (Rust's, a setter's) or a load lets it
+//!   go first, where copy-on-write acts: the next read is a new object over the field's
+//!   buffer, and the old object keeps the buffer it had. The object the field keeps is
+//!   no holder of its own: a Rust write to a field whose object nothing else holds is
+//!   in place. (`bool` fields, handed out as copies, are copied at every read.)
 //! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
 //!   field, reloads the struct, drops the object): it holds a reference to the buffer.
 //! - **Python writing while Rust reads is a data race**: a Rust method reads the
