@@ -44,7 +44,10 @@ pub(super) fn state_dict_under<'py, T: PyModel>(
                     key.push_str(name);
                     tensors.push((key, tensor));
                 }
-                Err(e) => failed = Some(e),
+                // A share that fails (an allocation) fails again: its error, named.
+                Err(e) => {
+                    failed = Some(field.share().err().map_or(e, |e| e.in_tensor(name).into()))
+                }
             }
         });
         if let Some(e) = failed {
