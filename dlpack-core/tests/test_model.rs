@@ -177,6 +177,46 @@ fn rust_writes_copy_first_while_a_view_lives_and_every_share_is_released() {
 }
 
 #[test]
+fn a_field_keeps_one_python_object_until_rust_writes_it() {
+    with_model(|py, globals, model| {
+        run(
+            py,
+            globals,
+            c"w = m.fc1.weight\nassert m.fc1.weight is w and m.state_dict()['fc1.weight'] is w",
+        );
+        let ptr = model.borrow().fc1.weight.view().as_ptr();
+        assert!(model.borrow().fc1.weight.is_shared()); // `w` holds it
+        // Only the field keeps its object: no holder, and a write in place.
+        run(py, globals, c"del w\nm.fc1.weight");
+        assert!(!model.borrow().fc1.weight.is_shared());
+        run(py, globals, c"m.fc1.weight");
+        model.borrow_mut().fc1.weight.view_mut().fill(5.0);
+        assert_eq!(model.borrow().fc1.weight.view().as_ptr(), ptr);
+        // Held across a Rust write: copied first; the next read is a new object.
+        run(py, globals, c"w = m.fc1.weight\na = numpy.from_dlpack(w)");
+        model.borrow_mut().fc1.weight.view_mut().fill(6.0);
+        assert_ne!(model.borrow().fc1.weight.view().as_ptr(), ptr);
+        run(
+            py,
+            globals,
+            c"assert m.fc1.weight is not w and (a == 5.0).all()
+assert (numpy.from_dlpack(m.fc1.weight) == 6.0).all()
+del w
+assert (a == 5.0).all()",
+        );
+        // A field that Rust replaces reads as a new object too.
+        run(py, globals, c"b = m.layers[0].bias");
+        model.borrow_mut().layers[0].bias = Parameter::from(Array1::from_elem(2, 9.0));
+        run(
+            py,
+            globals,
+            c"assert m.layers[0].bias is not b and (numpy.from_dlpack(m.layers[0].bias) == 9.0).all()
+assert (numpy.from_dlpack(b) == 2.5).all()",
+        );
+    });
+}
+
+#[test]
 fn load_state_dict_in_place_and_pytorchs_errors() {
     with_model(|py, globals, model| {
         let ptr = model.borrow().fc1.weight.view().as_ptr();

@@ -536,3 +536,152 @@ def test_load_state_dict_is_pytorchs_for_keys_it_does_not_have(ext):
     assert "head.weight" in r.unexpected_keys  # the `None` head stays `None`
     with pytest.raises(AttributeError):
         n.head
+
+
+def test_a_field_is_one_object_until_rust_writes_it(ext):
+    """As `nn.Module` returns the same `Parameter`: the same `Tensor` object at every read
+    (attributes, a group's members, `state_dict`), a new one after a Rust write, which
+    copies first only where Python still holds the old one."""
+    m = ext.Mlp(3, 4, 2)
+    w = m.fc1.weight
+    assert m.fc1.weight is w and m.fc1["weight"] is w and m.state_dict()["fc1.weight"] is w
+    assert m.fc1.state_dict()["weight"] is w
+    d = ext.Dense(3, 4)
+    assert d.weight is d.weight and d.state_dict()["bias"] is d.bias
+    before = np.from_dlpack(w).copy()
+    pointers = m.pointers()
+    m.step(0.5)  # `w` is held: fc1.weight is copied first; the others are written in place
+    after = m.pointers()
+    assert after["fc1.weight"] != pointers["fc1.weight"]
+    assert {k: v for k, v in after.items() if k != "fc1.weight"} == {
+        k: v for k, v in pointers.items() if k != "fc1.weight"}
+    new = m.fc1.weight
+    assert new is not w and m.fc1.weight is new
+    np.testing.assert_array_equal(np.from_dlpack(w), before)  # the old buffer, unchanged
+    np.testing.assert_allclose(np.from_dlpack(new), before - 0.5)
+    assert np_ptr(np.from_dlpack(new)) == after["fc1.weight"]
+
+
+def test_an_unheld_object_costs_no_copy(ext):
+    m = ext.Mlp(3, 4, 2)
+    for name in NAMES:
+        attr(m, name)  # each field now keeps its object, which nothing else holds
+    m.state_dict()
+    pointers = m.pointers()
+    m.step(0.5)
+    assert m.pointers() == pointers  # written in place: no copy for the kept objects
+    np.testing.assert_allclose(np.from_dlpack(m.fc2.bias), np.arange(2) * 0.01 - 0.5,
+                               rtol=1e-6)
+    t = torch.from_dlpack(m.fc2.bias)  # an array made from the object holds it
+    m.step(0.5)
+    assert m.pointers()["fc2.bias"] != pointers["fc2.bias"]
+    assert m.pointers()["fc1.weight"] == pointers["fc1.weight"]
+    np.testing.assert_allclose(t.numpy(), np.arange(2) * 0.01 - 0.5, rtol=1e-6)
+
+
+def test_a_replaced_field_reads_as_a_new_object(ext):
+    m = ext.Mlp(3, 4, 2)
+    w = m.fc1.weight
+    before = np.from_dlpack(w).copy()
+    m.replace_fc1_weight()  # Rust assigns a new `Parameter`
+    assert m.fc1.weight is not w and not np.from_dlpack(m.fc1.weight).any()
+    np.testing.assert_array_equal(np.from_dlpack(w), before)
+    b = m.fc2.bias
+    m.fc2.bias = np.full(2, 7.0, np.float32)  # a setter
+    assert m.fc2.bias is not b and (np.from_dlpack(m.fc2.bias) == 7.0).all()
+    np.testing.assert_allclose(np.from_dlpack(b), np.arange(2) * 0.01, rtol=1e-6)
+    square = ext.Mlp(4, 4, 4)
+    v = square.fc2.weight
+    square.fc2.weight = square.fc1.weight  # tied: the same buffer, another object
+    assert square.fc2.weight is not v and square.fc2.weight is square.fc2.weight
+    assert np_ptr(np.from_dlpack(square.fc2.weight)) == np_ptr(
+        np.from_dlpack(square.fc1.weight))
+    x = m.fc1.bias
+    m.load_state_dict({k: torch.ones_like(torch.from_dlpack(v)) for k, v in
+                       m.state_dict().items()})
+    assert m.fc1.bias is not x and (np.from_dlpack(m.fc1.bias) == 1.0).all()
+    np.testing.assert_allclose(np.from_dlpack(x), np.arange(4) * 0.01, rtol=1e-6)
+
+
+def test_writes_through_the_object_reach_the_struct(ext):
+    m = ext.Mlp(3, 4, 2)
+    tm = Mlp()
+    tm.load_state_dict(torch_state(m), assign=True)
+    with torch.no_grad():
+        tm.fc1.weight.add_(1.0)
+    total = m.total()
+    np.testing.assert_allclose(torch.from_dlpack(m.fc1.weight).numpy(),
+                               tm.fc1.weight.detach().numpy())
+    assert m.fc1.weight is m.state_dict()["fc1.weight"]
+    assert total == pytest.approx(m.total())
+
+
+def test_a_dropped_model_lets_its_objects_go(ext):
+    import sys
+
+    m = ext.Mlp(3, 4, 2)
+    w, sd = m.fc1.weight, m.state_dict()
+    held = sys.getrefcount(w)  # w, the model's own reference, sd, the call's argument
+    del m
+    gc.collect()
+    assert sys.getrefcount(w) == held - 1
+    del sd
+    assert sys.getrefcount(w) == held - 2
+    # Many models whose every field was read: every export is released with them.
+    live = ext.live_exports()
+    for _ in range(200):
+        m = ext.Net(2, 4)
+        m.state_dict()
+        m.layers[1].attn.q.weight
+        del m
+    gc.collect()
+    assert ext.live_exports() == live
+
+
+def test_members_named_by_data(ext):
+    """A map's keys are looked up before the view's class, except the names the class
+    has (`state_dict`, names with a leading `_`), which are reached by index; none is
+    ever set on the class that every view shares."""
+    h = ext.Heads(["w", "state_dict", "__bool__", "_x", "__class__"])
+    heads = h.heads
+    assert np.from_dlpack(heads.w).tolist() == [0.0, 0.0]
+    assert heads.w is heads["w"] and h.heads.w is heads.w
+    assert callable(heads.state_dict)  # the method
+    assert np.from_dlpack(heads["state_dict"]).tolist() == [1.0, 1.0]
+    assert np.from_dlpack(heads.__bool__).tolist() == [2.0, 2.0]  # the class has none
+    assert bool(heads) is True and len(heads) == 5
+    assert np.from_dlpack(heads._x).tolist() == [3.0, 3.0]
+    assert heads.__class__ is type(heads) and isinstance(heads, ext.ModelView)
+    assert np.from_dlpack(heads["__class__"]).tolist() == [4.0, 4.0]
+    assert not {"w", "_x", "__bool__"} & set(vars(type(heads)))
+    with pytest.raises(AttributeError, match="'heads' has no tensor or group named 'nope'"):
+        heads.nope
+    with pytest.raises(AttributeError):
+        heads._nope
+    assert "w" in dir(heads) and "state_dict" in dir(heads)
+
+
+def test_a_bool_field_is_copied_at_every_read(ext):
+    h = ext.Heads(["w"])
+    mask = h.mask
+    assert h.mask is not mask  # a copy each time: a kept copy would keep Python's writes
+    np.from_dlpack(mask)[0] = False  # a write to a copy never reaches the field
+    assert np.from_dlpack(h.mask).tolist() == [True, True]
+    h.flip_mask()
+    assert np.from_dlpack(h.mask).tolist() == [False, False]
+
+
+def test_threads_read_one_object(ext):
+    m = ext.Mlp(3, 4, 2)
+    seen, barrier = [], threading.Barrier(8)
+
+    def read():
+        barrier.wait()
+        seen.extend(id(m.fc1.weight) for _ in range(100))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(seen)) == 1 and seen[0] == id(m.fc1.weight)

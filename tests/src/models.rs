@@ -338,12 +338,45 @@ impl NumpyMlp {
     }
 }
 
+/// Members named by data: a map with the keys given (named, for the tests, as a
+/// `ModelView` method, a special method, a private name), and a `bool` mask, which
+/// every read hands out as a copy.
+#[pyclass(module = "dlpack_test_ext")]
+#[derive(ToDLPack, FromDLPack)]
+pub(crate) struct Heads {
+    heads: BTreeMap<String, Parameter1<f32>>,
+    mask: Parameter1<bool>,
+}
+
+#[pymodel]
+#[pymethods]
+impl Heads {
+    #[new]
+    fn new(keys: Vec<String>) -> Self {
+        let heads = keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, key)| (key, Parameter::from(Array1::from_elem(2, i as f32))))
+            .collect();
+        Self {
+            heads,
+            mask: Parameter::from(Array1::from_elem(2, true)),
+        }
+    }
+
+    /// A Rust write of the mask.
+    fn flip_mask(&mut self) {
+        self.mask.view_mut().mapv_inplace(|b| !b);
+    }
+}
+
 /// Adds the model classes to the test extension.
 pub(crate) fn add_classes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Mlp>()?;
     m.add_class::<Net>()?;
     m.add_class::<Gpt2Shape>()?;
     m.add_class::<Dense>()?;
+    m.add_class::<Heads>()?;
     m.add_class::<NumpyLinear>()?;
     m.add_class::<NumpyMlp>()?;
     Ok(())

@@ -11,6 +11,16 @@ use crate::tensor::ManagedTensor;
 
 use super::names::{IndexFormatter, is_segment, parse_index, push_segment, split_path};
 
+/// How [`TensorField::python_object`] makes a Python object of a share.
+#[cfg(feature = "pyo3")]
+pub(crate) type WrapShare =
+    fn(pyo3::Python<'_>, ManagedTensor) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>>;
+
+/// How [`TensorField::python_object`] tells that nothing but the field's own reference
+/// holds an object that `wrap` made.
+#[cfg(feature = "pyo3")]
+pub(crate) type Unused = fn(&pyo3::Bound<'_, pyo3::PyAny>) -> bool;
+
 /// What a path names inside a value ([`TensorFields::find_tensor`]).
 pub enum Found<'a> {
     /// One tensor.
@@ -50,6 +60,26 @@ pub trait TensorField {
     /// [`share`](Self::share) of a field of this type and shape (tied weights), and
     /// returns whether it did; nothing changes otherwise.
     fn tie(&mut self, tensor: &ManagedTensor) -> bool;
+
+    /// The field's tensor as a Python object, for a model's attribute reads and
+    /// `state_dict` (feature `pyo3`; what `dlpack_core::python::model` calls, not
+    /// meant to be called elsewhere): `wrap(py, share)` makes the object of a
+    /// [`share`](Self::share), by default at each call. `Parameter` keeps the object
+    /// it made and returns it again until Rust writes or replaces the field (as
+    /// `nn.Module` returns the same `Parameter`), and lets it go early where
+    /// `unused(object)` says that nothing else holds it. Runs no Python code beyond
+    /// `wrap`'s: the model is borrowed around the call.
+    #[cfg(feature = "pyo3")]
+    #[doc(hidden)]
+    fn python_object(
+        &self,
+        py: pyo3::Python<'_>,
+        wrap: WrapShare,
+        unused: Unused,
+    ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+        let _ = unused;
+        wrap(py, self.share()?)
+    }
 }
 
 /// A value's tensors by reference, named as [`ToDLPack`](crate::ToDLPack) names them

@@ -20,6 +20,8 @@ use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
 pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf};
+#[cfg(feature = "pyo3")]
+pub(crate) use fields::{Unused, WrapShare};
 pub use load::LoadReport;
 pub use load::Problems;
 pub(crate) use load::strict_from;

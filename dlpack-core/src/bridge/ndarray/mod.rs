@@ -8,12 +8,13 @@
 //!   back for our own exports, and the trait impls;
 //! - `parameter`: [`Parameter`], the array type of a model's fields that Python shares,
 //!   with its mechanism (the writable shares it hands out, the owner that marks them)
-//!   and its trait impls.
+//!   and its trait impls; `slot`: where it keeps its Python object (feature `pyo3`).
 
 #[macro_use]
 mod convert;
 mod owned;
 mod parameter;
+mod slot;
 mod view;
 
 #[cfg(feature = "pyo3")]

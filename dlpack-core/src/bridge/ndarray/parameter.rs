@@ -16,6 +16,7 @@ use super::DLPackArray;
 use super::convert::{
     copy_standard, export_array, export_copy, export_owner, load_into, stride_bits,
 };
+use super::slot::ObjectSlot;
 
 /// An array whose buffer Python may share: the type of the tensor fields of a Rust model
 /// shared with Python (`#[pymodel]`, features `pyo3` and `derive`; see
@@ -39,6 +40,10 @@ use super::convert::{
 /// `bool` arrays are handed to Python as copies: Python could store bytes that are no
 /// `bool`.
 ///
+/// With feature `pyo3`, the field keeps the Python object its first read from Python
+/// made, and every later read returns that object (as `nn.Module` returns the same
+/// `Parameter`), until [`view_mut`](Self::view_mut) or a replacement lets it go.
+///
 /// ```
 /// use dlpack_core::Parameter2;
 /// use dlpack_core::implement::TensorField;
@@ -53,7 +58,7 @@ use super::convert::{
 /// assert_eq!(tensor.as_array::<f32, ndarray::Ix2>()?[[0, 0]], 0.0);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-pub struct Parameter<A, D: Dimension>(ArcArray<A, D>);
+pub struct Parameter<A, D: Dimension>(ArcArray<A, D>, ObjectSlot);
 
 /// A one-dimensional [`Parameter`].
 pub type Parameter1<A> = Parameter<A, Ix1>;
@@ -79,8 +84,11 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     }
 
     /// A mutable view of the elements: first a copy of its own when Python holds a
-    /// tensor of the buffer (copy-on-write), in place otherwise.
+    /// tensor of the buffer (copy-on-write), in place otherwise. The field's Python
+    /// object (what attribute reads return) is let go first: the next read makes a new
+    /// one, over the buffer written.
     pub fn view_mut(&mut self) -> ArrayViewMut<'_, A, D> {
+        self.1.clear();
         if !self.0.is_unique() {
             // The copy in a buffer of the crate's (64-byte aligned), where ndarray's own
             // copy-on-write would copy the vector as it is; ndarray's copy (which aborts
@@ -114,8 +122,12 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     }
 
     /// Whether anything else holds the buffer (a tensor handed to Python, a tied field):
-    /// the next [`view_mut`](Self::view_mut) copies.
+    /// the next [`view_mut`](Self::view_mut) copies. The field's own Python object,
+    /// kept for attribute reads, counts only while something else holds it (a Python
+    /// reference, an array made from it): when nothing does, it is let go here (which
+    /// attaches to the interpreter to look).
     pub fn is_shared(&self) -> bool {
+        self.1.release_unused();
         !self.0.is_unique()
     }
 
@@ -127,7 +139,9 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     /// The elements as an owned array: the buffer itself when nothing else holds it, else
     /// a copy.
     pub fn into_owned(self) -> Array<A, D> {
-        match self.0.try_into_owned_nocopy() {
+        let Self(array, mut slot) = self;
+        slot.clear();
+        match array.try_into_owned_nocopy() {
             Ok(array) => array,
             Err(shared) => copy_standard(shared.view()).unwrap_or_else(|_| shared.into_owned()),
         }
@@ -139,14 +153,14 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     where
         D: 'static,
     {
-        shared_owner::<A, D>(tensor, like).map(|array| Self(array.clone()))
+        shared_owner::<A, D>(tensor, like).map(|array| Self(array.clone(), ObjectSlot::new()))
     }
 }
 
 impl<A: Element, D: Dimension> From<Array<A, D>> for Parameter<A, D> {
     /// Takes the array's buffer, without a copy.
     fn from(array: Array<A, D>) -> Self {
-        Self(array.into_shared())
+        Self(array.into_shared(), ObjectSlot::new())
     }
 }
 
@@ -154,7 +168,7 @@ impl<A: Element, D: Dimension> Clone for Parameter<A, D> {
     /// A copy of the elements (see the type's documentation: a clone is a value of its
     /// own, not another handle of a buffer Python may write).
     fn clone(&self) -> Self {
-        Self(self.to_owned().into_shared())
+        Self(self.to_owned().into_shared(), ObjectSlot::new())
     }
 }
 
@@ -175,6 +189,22 @@ impl<A: Element, D: Dimension + 'static> TensorField for Parameter<A, D> {
 
     fn share(&self) -> Result<ManagedTensor> {
         share_writable(&self.0)
+    }
+
+    #[cfg(feature = "pyo3")]
+    fn python_object(
+        &self,
+        py: pyo3::Python<'_>,
+        wrap: crate::traits::WrapShare,
+        unused: crate::traits::Unused,
+    ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+        // A `bool` field is handed out as a copy: a kept copy would show Python's own
+        // writes to it, which the field never sees, so each read copies afresh.
+        if A::DTYPE == DataType::BOOL {
+            return wrap(py, share_writable(&self.0)?);
+        }
+        self.1
+            .get_or_make(py, || wrap(py, share_writable(&self.0)?), unused)
     }
 
     fn replace(&mut self, tensor: ManagedTensor) -> Result<()> {
@@ -225,7 +255,9 @@ impl<A: Element, D: Dimension + 'static, M: ?Sized> TensorFieldsOf<M> for Parame
 /// The inside, for the export of `convert`.
 impl<A, D: Dimension> Parameter<A, D> {
     pub(super) fn into_arc(self) -> ArcArray<A, D> {
-        self.0
+        let Self(array, mut slot) = self;
+        slot.clear();
+        array
     }
 }
 

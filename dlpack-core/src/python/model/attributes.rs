@@ -2,6 +2,7 @@
 //! and the class attributes that its first reads install ([`TensorAttribute`]).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
@@ -33,7 +34,7 @@ pub fn getattr<T: PyModel>(
         )));
     };
     let found = if is_segment(&key) {
-        get(model, &key)?
+        get(model, &key, None)?
     } else {
         None
     };
@@ -72,7 +73,7 @@ fn install<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyRe
         return Ok(());
     }
     let attribute = TensorAttribute {
-        name: key.into_owned(),
+        name: Arc::from(&*key),
         class: class.clone().unbind(),
         ops: &OpsOf::<T>::OPS,
     };
@@ -90,7 +91,8 @@ fn install<T: PyModel>(model: &Bound<'_, T>, name: &Bound<'_, PyString>) -> PyRe
 /// which sends the read to that class's own `__getattr__`.
 #[pyclass(module = "dlpack_core", name = "TensorAttribute", frozen)]
 pub struct TensorAttribute {
-    name: String,
+    /// The field's name, which the view of a group keeps as its prefix (no copy).
+    name: Arc<str>,
     class: Py<PyType>,
     ops: &'static Ops,
 }
@@ -109,7 +111,8 @@ impl TensorAttribute {
         if !obj.get_type().is(this.class.bind(obj.py())) {
             return Err(no_attribute(obj, &this.name));
         }
-        (this.ops.get)(obj, &this.name)?.ok_or_else(|| no_attribute(obj, &this.name))
+        (this.ops.get)(obj, &this.name, Some(&this.name))?
+            .ok_or_else(|| no_attribute(obj, &this.name))
     }
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
@@ -203,25 +206,31 @@ pub fn repr<T: PyModel>(model: &Bound<'_, T>) -> PyResult<String> {
 }
 
 /// The tensor, or the group of tensors, that `path` names in the model, as a Python
-/// object: a [`Tensor`] sharing the field's memory, or a [`ModelView`].
-pub(super) fn get<T: PyModel>(model: &Bound<'_, T>, path: &str) -> PyResult<Option<Py<PyAny>>> {
+/// object: the field's [`Tensor`] (the same object until Rust writes or replaces the
+/// field), or a [`ModelView`], whose prefix is `shared` when given (`path` as a shared
+/// string, kept without a copy).
+pub(super) fn get<T: PyModel>(
+    model: &Bound<'_, T>,
+    path: &str,
+    shared: Option<&Arc<str>>,
+) -> PyResult<Option<Py<PyAny>>> {
     let py = model.py();
     let found = {
         let this = model.try_borrow()?;
         match this.find_tensor(path) {
-            Found::Tensor(field) => Named::Tensor(field.share()?),
+            Found::Tensor(field) => Named::Tensor(super::tensor_object(field, py)?),
             Found::Group => Named::Group,
             Found::Nothing => Named::Nothing,
         }
     };
     Ok(match found {
-        Named::Tensor(tensor) => Some(tensor.into_pyobject(py)?.into_any().unbind()),
+        Named::Tensor(tensor) => Some(tensor.into_any()),
         Named::Group => Some(
             Bound::new(
                 py,
                 ModelView::new(
                     model.clone().into_any().unbind(),
-                    path.to_owned(),
+                    shared.map_or_else(|| Arc::from(path), Arc::clone),
                     &OpsOf::<T>::OPS,
                 ),
             )?

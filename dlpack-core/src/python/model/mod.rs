@@ -40,6 +40,14 @@
 //!   ([`TensorField::share`], a `DLPackArray` of one); never a clone (`Clone` copies
 //!   the elements), so a value that Rust code keeps elsewhere, or sends to another
 //!   thread, never changes under it.
+//! - **One object per field, until Rust writes it**: as `nn.Module` returns the same
+//!   `Parameter`, every read of a field (`m.fc1.weight`, `m.fc1["weight"]`, the entry of
+//!   `state_dict()`) returns the same [`Tensor`] object, which
+//!   the field keeps. A Rust write, a replacement (Rust's, a setter's) or a load lets it
+//!   go first, where copy-on-write acts: the next read is a new object over the field's
+//!   buffer, and the old object keeps the buffer it had. The object the field keeps is
+//!   no holder of its own: a Rust write to a field whose object nothing else holds is
+//!   in place. (`bool` fields, handed out as copies, are copied at every read.)
 //! - **Every view keeps its memory alive** whatever Rust does afterwards (replaces the
 //!   field, reloads the struct, drops the object): it holds a reference to the buffer.
 //! - **Python writing while Rust reads is a data race**: a Rust method reads the
@@ -99,20 +107,21 @@ mod ops;
 mod state_dict;
 mod view;
 
+use std::sync::Arc;
+
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::batch::TensorBatch;
-use crate::traits::{FromDLPack, TensorFields};
+use crate::python::Tensor;
+use crate::tensor::ManagedTensor;
+use crate::traits::{FromDLPack, TensorField, TensorFields};
 
 pub use attributes::{TensorAttribute, delattr, dir, getattr, repr, setattr};
 pub(crate) use state_dict::incompatible_keys;
 pub use state_dict::{load_state_dict, state_dict};
 pub use view::ModelView;
-
-#[cfg(doc)]
-use crate::traits::TensorField;
 
 /// What a model class needs: a `#[pyclass]` (not `frozen`) whose tensors Python can
 /// share ([`TensorFields`]) and that loads a `state_dict` ([`FromDLPack`], derived).
@@ -136,10 +145,37 @@ type Member = PyResult<Option<Py<PyAny>>>;
 /// The operations of one model class, for the [`ModelView`]s of its groups (which are
 /// of one Python class for every model, so they reach the model through these).
 struct Ops {
-    get: fn(&Bound<'_, PyAny>, &str) -> Member,
+    get: fn(&Bound<'_, PyAny>, &str, Option<&Arc<str>>) -> Member,
     set: fn(&Bound<'_, PyAny>, &str, &Bound<'_, PyAny>) -> PyResult<ops::Assigned>,
     entries: fn(&Bound<'_, PyAny>, &str) -> PyResult<Vec<ops::Entry>>,
     state_dict: for<'py> fn(&Bound<'py, PyAny>, &str, &str) -> PyResult<Bound<'py, PyDict>>,
+}
+
+/// A tensor field as a Python object: a [`Tensor`](crate::python::Tensor) of its
+/// share, which a `Parameter` keeps and returns again until Rust writes or replaces the
+/// field. Runs no Python code (a `Tensor` is not tracked by the garbage collector, so
+/// making one starts no collection), so a caller may hold the model's borrow.
+fn tensor_object(field: &dyn TensorField, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    field.python_object(py, wrap_share, only_holder)
+}
+
+fn wrap_share(py: Python<'_>, tensor: ManagedTensor) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, Tensor::new(tensor))?.into_any())
+}
+
+/// Whether nothing but the caller's reference holds `object`, a `Tensor`: no other
+/// Python reference, and no capsule or array made from it. (PyO3 deprecates its
+/// reading of the count for the raw `Py_REFCNT`, which is the same read behind
+/// `unsafe`. On a free-threaded build the count is two fields read apart, so "one"
+/// can be wrong while other threads pass the object between them: the field then
+/// lets go of an object they hold, which costs later reads its identity, never the
+/// sharing rule, since that object still holds the buffer.)
+#[allow(deprecated)]
+fn only_holder(object: &Bound<'_, PyAny>) -> bool {
+    object.get_refcnt() == 1
+        && object
+            .cast::<Tensor>()
+            .is_ok_and(|t| t.get().is_only_handle())
 }
 
 /// One class's [`Ops`], made by the compiler once per class.
@@ -147,7 +183,7 @@ struct OpsOf<T>(core::marker::PhantomData<T>);
 
 impl<T: PyModel> OpsOf<T> {
     const OPS: Ops = Ops {
-        get: |root, path| attributes::get::<T>(cast::<T>(root)?, path),
+        get: |root, path, shared| attributes::get::<T>(cast::<T>(root)?, path, shared),
         set: |root, path, value| ops::set::<T>(cast::<T>(root)?, path, value),
         entries: |root, prefix| ops::entries::<T>(cast::<T>(root)?, prefix),
         state_dict: |root, under, prefix| {

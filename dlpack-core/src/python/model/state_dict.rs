@@ -29,24 +29,29 @@ pub(super) fn state_dict_under<'py, T: PyModel>(
     let py = model.py();
     let mut tensors = Vec::new();
     {
+        // Each field's kept object (made here on its first read), under the borrow: that
+        // runs no Python code; the `dict` is built after.
         let this = model.try_borrow()?;
         let mut failed = None;
         visit_under(&*this, under, &mut |name, field| {
             if failed.is_some() {
                 return;
             }
-            match field.share() {
+            match super::tensor_object(field, py) {
                 Ok(tensor) => {
                     let mut key = String::with_capacity(prefix.len() + name.len());
                     key.push_str(prefix);
                     key.push_str(name);
                     tensors.push((key, tensor));
                 }
-                Err(e) => failed = Some(e.in_tensor(name)),
+                // A share that fails (an allocation) fails again: its error, named.
+                Err(e) => {
+                    failed = Some(field.share().err().map_or(e, |e| e.in_tensor(name).into()))
+                }
             }
         });
         if let Some(e) = failed {
-            return Err(e.into());
+            return Err(e);
         }
     }
     let dict = PyDict::new(py);

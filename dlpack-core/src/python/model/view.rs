@@ -1,9 +1,12 @@
 //! [`ModelView`], a group of a model's tensors as a Python object.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 
 use crate::traits::is_segment;
@@ -11,6 +14,22 @@ use crate::traits::{push_segment, split_path};
 
 use super::Ops;
 use super::ops::{Named, format_entries, group_assignment};
+
+/// The attributes of [`ModelView`]'s class without a leading `_`: a member of one of
+/// these names is reached by index only (`view["state_dict"]`).
+const CLASS_NAMES: [&str; 1] = ["state_dict"];
+
+/// `object.__getattribute__`, for the names a [`ModelView`] looks up on its class.
+fn object_getattribute(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static METHOD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Ok(METHOD
+        .get_or_try_init(py, || {
+            py.get_type::<PyAny>()
+                .getattr(intern!(py, "__getattribute__"))
+                .map(Bound::unbind)
+        })?
+        .bind(py))
+}
 
 /// A group of a model's tensors, as a Python object: `m.fc1`, `m.layers`,
 /// `m.layers[3]`. Its attributes and items are the group's tensors and subgroups, by
@@ -22,19 +41,20 @@ use super::ops::{Named, format_entries, group_assignment};
 #[pyclass(module = "dlpack_core", name = "ModelView", frozen)]
 pub struct ModelView {
     root: Py<PyAny>,
-    prefix: String,
+    prefix: Arc<str>,
     ops: &'static Ops,
 }
 
 impl ModelView {
     /// The group under `prefix` of the model object `root`, of the class whose
     /// operations are `ops`.
-    pub(super) fn new(root: Py<PyAny>, prefix: String, ops: &'static Ops) -> Self {
+    pub(super) fn new(root: Py<PyAny>, prefix: Arc<str>, ops: &'static Ops) -> Self {
         Self { root, prefix, ops }
     }
 
     fn path(&self, name: &str) -> String {
-        let mut path = self.prefix.clone();
+        let mut path = String::with_capacity(self.prefix.len() + 1 + name.len());
+        path.push_str(&self.prefix);
         push_segment(&mut path, name);
         path
     }
@@ -57,12 +77,46 @@ impl ModelView {
         if !is_segment(name) {
             return Ok(None);
         }
-        (self.ops.get)(self.root.bind(py), &self.path(name))
+        // The path on the stack when it is short (every read of a member builds one).
+        let mut buffer = [0u8; 128];
+        let (prefix, dot) = (self.prefix.as_bytes(), usize::from(!self.prefix.is_empty()));
+        let end = prefix.len() + dot + name.len();
+        if let Some(out) = buffer.get_mut(..end) {
+            let (head, tail) = out.split_at_mut(prefix.len());
+            head.copy_from_slice(prefix);
+            let (sep, rest) = tail.split_at_mut(dot);
+            sep.fill(b'.');
+            rest.copy_from_slice(name.as_bytes());
+            if let Ok(path) = core::str::from_utf8(out) {
+                return (self.ops.get)(self.root.bind(py), path, None);
+            }
+        }
+        (self.ops.get)(self.root.bind(py), &self.path(name), None)
     }
 }
 
 #[pymethods]
 impl ModelView {
+    /// A member by name, looked up before the class's attributes (no failed lookup
+    /// first, which would cost an exception per read) except for the names the class
+    /// has: `state_dict`, and every name with a leading `_` (the special methods and
+    /// `object`'s own), which go to `object.__getattribute__` first. Nothing is set on
+    /// the class, which every model's views share: which names a member may have
+    /// comes from data (a map's keys). What this does not find goes to `__getattr__`.
+    fn __getattribute__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        if let Ok(key) = name.to_cow()
+            && !key.starts_with('_')
+            && !CLASS_NAMES.contains(&&*key)
+            && let Some(found) = slf.get().member(py, &key)?
+        {
+            return Ok(found);
+        }
+        Ok(object_getattribute(py)?.call1((slf, name))?.unbind())
+    }
+
+    /// A member that `__getattribute__` did not find first (a name with a leading `_`
+    /// that the class lacks), else `AttributeError` in the view's words.
     fn __getattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
         let this = slf.get();
         let Ok(key) = name.to_cow() else {

@@ -201,6 +201,12 @@ impl Tensor {
         Arc::clone(&self.tensor)
     }
 
+    /// Whether this object holds the only reference to the tensor's handle: no capsule
+    /// made by `__dlpack__`, and no consumer array made from one, is alive.
+    pub(crate) fn is_only_handle(&self) -> bool {
+        Arc::strong_count(&self.tensor) == 1
+    }
+
     /// The tensor's handle, borrowed.
     pub(super) fn handle(&self) -> &Arc<ManagedTensor> {
         &self.tensor
