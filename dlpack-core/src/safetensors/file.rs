@@ -99,36 +99,23 @@ fn identity_of(meta: &std::fs::Metadata) -> Identity {
 /// Reads and checks the header of `file` (of `file_len` bytes), from its start: the
 /// header, and its JSON bytes.
 pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(Header, Vec<u8>)> {
+    // Two reads, the length and then exactly the header: a load that reads one layer of
+    // many shards reads no byte of the data it does not take.
     let mut file = file;
-    // One read takes the length and, most often, the whole header with it (a few
-    // kilobytes for thousands of tensors' worth of a shard); a longer header takes a
-    // second read for the rest.
-    let mut first = vec![0u8; usize::try_from(file_len).map_or(FIRST_READ, |n| n.min(FIRST_READ))];
-    file.read_exact(&mut first)
+    let mut first = [0u8; LENGTH_BYTES];
+    let got = usize::try_from(file_len).map_or(LENGTH_BYTES, |len| len.min(LENGTH_BYTES));
+    file.read_exact(&mut first[..got])
         .map_err(|e| Error::io(path, &e))?;
-    let n = header_length(path, &first, file_len)?;
-    let end = LENGTH_BYTES + n;
-    let json = if end <= first.len() {
-        first.truncate(end);
-        first.drain(..LENGTH_BYTES);
-        first
-    } else {
-        let mut json = Vec::new();
-        json.try_reserve_exact(n)
-            .map_err(|_| Error::AllocationFailed { bytes: n })?;
-        json.extend_from_slice(&first[LENGTH_BYTES..]);
-        json.resize(n, 0);
-        file.read_exact(&mut json[first.len() - LENGTH_BYTES..])
-            .map_err(|e| Error::io(path, &e))?;
-        json
-    };
+    let n = header_length(path, &first[..got], file_len)?;
+    let mut json = Vec::new();
+    json.try_reserve_exact(n)
+        .map_err(|_| Error::AllocationFailed { bytes: n })?;
+    json.resize(n, 0);
+    file.read_exact(&mut json)
+        .map_err(|e| Error::io(path, &e))?;
     let header = header::parse(path, &json, file_len)?;
     Ok((header, json))
 }
-
-/// The bytes of a file's first read: its header's length, and a header of up to
-/// 16 KiB less those 8 bytes.
-const FIRST_READ: usize = 16 << 10;
 
 /// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
 /// never read or written through after they are made: each tensor reaches its own
