@@ -102,13 +102,10 @@ fn main() -> dlpack_core::Result<()> {
         "stored in {} shards, dtype {dtype:?}",
         bf16_checkpoint.shards().len()
     );
-    // Without conversion, a bfloat16 tensor for a float32 field is an error naming it.
+    // Without conversion, bfloat16 tensors for float32 fields are an error that says
+    // how many, names a few, and gives the fix.
     let err = bf16_checkpoint.read::<Model>().unwrap_err();
-    let text = err.to_string();
-    println!(
-        "without conversion: {} ...",
-        text.split("; ").next().unwrap_or("")
-    );
+    println!("without conversion: {err}");
     let wide = ReadOptions::new().convert_floats(DataType::F32);
     let converted: Model = bf16_checkpoint.read_with(&wide)?;
     let largest = converted.layers[1]

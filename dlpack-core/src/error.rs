@@ -391,8 +391,69 @@ fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) 
     if !unexpected.is_empty() {
         parts.push(format!("unexpected tensors {}", quoted(unexpected)));
     }
-    parts.extend(failed.iter().map(Error::to_string));
+    // Float tensors of another float type, by the pair of types: one line each, with
+    // the fix, then a few of their names (a 7B model has hundreds).
+    let mut floats: Vec<((DataType, DataType), Vec<&str>)> = Vec::new();
+    let mut others = Vec::new();
+    for err in failed {
+        match float_mismatch(err) {
+            Some((name, pair)) => match floats.iter_mut().find(|(p, _)| *p == pair) {
+                Some((_, names)) => names.push(name),
+                None => floats.push((pair, vec![name])),
+            },
+            None => others.push(err),
+        }
+    }
+    for ((found, expected), names) in &floats {
+        parts.push(float_mismatch_text(*found, *expected, names));
+    }
+    parts.extend(others.iter().map(|e| e.to_string()));
     parts.join("; ")
+}
+
+/// The name, and the found and expected types, of a tensor refused for being of
+/// another float type than its field.
+fn float_mismatch(err: &Error) -> Option<(&str, (DataType, DataType))> {
+    let Error::Tensor { name, error } = err else {
+        return None;
+    };
+    let Error::DtypeMismatch { expected, found } = **error else {
+        return None;
+    };
+    let floats = [DataType::BF16, DataType::F16, DataType::F32, DataType::F64];
+    (floats.contains(&expected) && floats.contains(&found))
+        .then_some((name.as_str(), (found, expected)))
+}
+
+/// How many names shown after the count of tensors of another float type.
+const FLOAT_EXAMPLES: usize = 3;
+
+fn float_mismatch_text(found: DataType, expected: DataType, names: &[&str]) -> String {
+    let constant = match expected {
+        DataType::BF16 => "BF16",
+        DataType::F16 => "F16",
+        DataType::F32 => "F32",
+        _ => "F64",
+    };
+    let (count, are) = match names.len() {
+        1 => ("1 tensor".to_owned(), "is"),
+        n => (format!("{n} tensors"), "are"),
+    };
+    let shown: Vec<String> = names
+        .iter()
+        .take(FLOAT_EXAMPLES)
+        .map(|n| format!("`{n}`"))
+        .collect();
+    let more = match names.len().saturating_sub(FLOAT_EXAMPLES) {
+        0 => String::new(),
+        rest => format!(" and {rest} more"),
+    };
+    format!(
+        "{count} {are} {found} where the value takes {expected}: load with \
+         `ReadOptions::new().convert_floats(DataType::{constant})` to convert them as \
+         PyTorch's `.to()` does (e.g. {}{more})",
+        shown.join(", ")
+    )
 }
 
 fn quoted(names: &[String]) -> String {

@@ -22,6 +22,25 @@ def test_a_dtype_mismatch_says_how_to_convert(ext):
     )
 
 
+def test_a_bf16_checkpoint_into_f32_fields_is_one_line_with_the_fix(ext, tmp_path):
+    import safetensors.torch
+
+    torch.manual_seed(0)
+    state = {
+        "fc1.weight": torch.randn(4, 3), "fc1.bias": torch.randn(4),
+        "fc2.weight": torch.randn(2, 4), "fc2.bias": torch.randn(2),
+    }
+    bf16 = {k: v.to(torch.bfloat16) for k, v in state.items()}
+    safetensors.torch.save_file(bf16, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError) as info:
+        ext.Mlp.load(str(tmp_path))
+    assert str(info.value) == (
+        "state_dict does not fit: 4 tensors are bfloat16 where the value takes float32: "
+        "load with 'ReadOptions::new().convert_floats(DataType::F32)' to convert them as "
+        "PyTorch's '.to()' does (e.g. 'fc1.weight', 'fc1.bias', 'fc2.weight' and 1 more)"
+    )
+
+
 def test_a_rank_mismatch_shows_the_shape_as_a_tuple(ext):
     with pytest.raises(TypeError) as info:
         ext.sum_f32_2d(torch.zeros(3))

@@ -174,3 +174,36 @@ fn load_into_takes_the_items_past_a_gap_as_load_dlpack_does() {
     let err = checkpoint.load_into(&mut model(3, 4)).unwrap_err();
     assert_eq!(state_dict(&err).0, ["layers.1.weight", "layers.1.bias"]);
 }
+
+#[test]
+fn float_tensors_of_another_type_are_one_line_with_the_fix() {
+    let dir = folder();
+    save(to_bf16(&model(3, 8)), dir.path(), 400);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let err = checkpoint.read::<Model<f32>>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "state_dict does not fit: 9 tensors are bfloat16 where the value takes float32: \
+         load with `ReadOptions::new().convert_floats(DataType::F32)` to convert them as \
+         PyTorch's `.to()` does (e.g. `embed`, `layers.0.weight`, `layers.0.bias` and 6 \
+         more)"
+    );
+    // Every tensor is still in the error, by name, for code that reads it.
+    let (_, _, failed) = state_dict(&err);
+    assert_eq!(failed.len(), 9);
+    // One tensor: no count of the rest; other failures keep their own words.
+    let mut one = TensorBatch::new();
+    let x = Array1::from_elem(2, bf16::ONE).to_dlpack().unwrap();
+    one.insert("x".to_owned(), x).unwrap();
+    #[derive(FromDLPack, Debug)]
+    struct X {
+        x: Array1<f64>,
+    }
+    let err = X::from_dlpack(one).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "state_dict does not fit: 1 tensor is bfloat16 where the value takes float64: load \
+         with `ReadOptions::new().convert_floats(DataType::F64)` to convert them as \
+         PyTorch's `.to()` does (e.g. `x`)"
+    );
+}
