@@ -293,7 +293,7 @@ pub enum Error {
     /// A file does not hold what its format says: a safetensors file whose header is
     /// not JSON, whose offsets overlap or leave gaps, whose data section is truncated,
     /// ... Python: `ValueError`.
-    #[error("invalid safetensors file {}: {}{reason}", path.display(), tensor_text(tensor))]
+    #[error("invalid {} {}: {}{reason}", file_kind(path), path.display(), tensor_text(tensor))]
     InvalidFile {
         /// The file.
         path: PathBuf,
@@ -358,6 +358,16 @@ fn arrow_text(column: &str, reason: &str) -> String {
         format!("Arrow array: {reason}")
     } else {
         format!("Arrow column `{column}`: {reason}")
+    }
+}
+
+/// What a file of an [`Error::InvalidFile`] was read as: a checkpoint's index (JSON), or
+/// a safetensors file.
+fn file_kind(path: &std::path::Path) -> &'static str {
+    if path.extension().is_some_and(|e| e == "json") {
+        "checkpoint index"
+    } else {
+        "safetensors file"
     }
 }
 

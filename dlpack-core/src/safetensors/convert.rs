@@ -193,7 +193,13 @@ fn f16_to_f32_bits(h: u16) -> u32 {
     let subnormal = (f32::from_bits((two_w >> 17) | (126 << 23)) - 0.5).to_bits();
     // All ones where `h` is subnormal or zero (an exponent of 0).
     let small = u32::from(two_w < (1 << 27)).wrapping_neg();
-    sign | (subnormal & small) | (normal & !small)
+    // Infinities and NaNs by bits alone (Rust leaves the payload of a NaN that
+    // arithmetic makes unspecified): the mantissa moved up, a NaN's quiet bit set.
+    let mantissa = u32::from(h & 0x3FF);
+    let special = 0x7F80_0000 | (u32::from(mantissa != 0) << 22) | (mantissa << 13);
+    let top = u32::from(h & 0x7C00 == 0x7C00).wrapping_neg();
+    let finite = (subnormal & small) | (normal & !small);
+    sign | (special & top) | (finite & !top)
 }
 
 /// `float32` to `bfloat16`, rounded to nearest, ties to even, as PyTorch rounds; a NaN

@@ -87,6 +87,22 @@ pub(super) fn header_length(path: &Path, first: &[u8], file_len: u64) -> Result<
     let mut length = [0u8; LENGTH_BYTES];
     length.copy_from_slice(bytes);
     let n = u64::from_le_bytes(length);
+    if n > MAX_HEADER as u64 || n > file_len - LENGTH_BYTES as u64 {
+        // Text where the length should be: most often JSON, a checkpoint's index or a
+        // model's configuration given for its weights.
+        if let Some(what) = looks_like_text(bytes) {
+            return Err(invalid(
+                path,
+                None,
+                format!(
+                    "the file starts with {what}, not with the 8-byte length of a safetensors \
+                     header: a checkpoint's index (`*.safetensors.index.json`) or the folder \
+                     that holds it is opened with `Checkpoint::open`, and a model's \
+                     configuration holds no weights"
+                ),
+            ));
+        }
+    }
     if n > MAX_HEADER as u64 {
         return Err(invalid(
             path,
@@ -107,6 +123,21 @@ pub(super) fn header_length(path: &Path, first: &[u8], file_len: u64) -> Result<
     }
     // Below the limit, so it fits.
     Ok(n as usize)
+}
+
+/// What the first bytes of a file are, if they are printable text rather than a
+/// header's length: JSON, or text.
+fn looks_like_text(first: &[u8]) -> Option<&'static str> {
+    let printable = first
+        .iter()
+        .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+    if !printable {
+        return None;
+    }
+    match first.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => Some("JSON"),
+        _ => Some("text"),
+    }
 }
 
 /// Parses and checks the header text `json` of a file of `file_len` bytes.

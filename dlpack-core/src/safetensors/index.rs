@@ -75,7 +75,13 @@ pub(super) fn parse<'a>(path: &Path, json: &'a [u8]) -> Result<Index<'a>> {
         .and_then(|raw| deserializer.end().map(|()| raw))
         .map_err(|e| invalid(path, None, format!("the index is not valid JSON: {e}")))?;
     let Some(entries) = raw.weight_map else {
-        return Err(invalid(path, None, "the index has no `weight_map`"));
+        return Err(invalid(
+            path,
+            None,
+            "it has no `weight_map`, so it is not the index of a checkpoint's shards \
+             (`model.safetensors.index.json`, which `save_pretrained` writes beside them): \
+             open that file, or the folder that holds the weights",
+        ));
     };
     let mut shards: Vec<String> = Vec::new();
     let mut shard_of: HashMap<Cow<'a, str>, usize> = HashMap::new();

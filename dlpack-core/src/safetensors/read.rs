@@ -135,7 +135,11 @@ fn will_need(sources: &[Source<'_>]) {
         use std::os::fd::AsRawFd;
         let mut run: Option<(&File, u64, u64)> = None;
         let tell = |(file, start, end): (&File, u64, u64)| {
-            let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end - start)) else {
+            // (`off_t` is 32 bits on some targets: a run past it is not told.)
+            let (Ok(offset), Ok(len)) = (
+                libc::off_t::try_from(start),
+                libc::off_t::try_from(end - start),
+            ) else {
                 return;
             };
             // SAFETY:

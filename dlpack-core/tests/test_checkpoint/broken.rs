@@ -296,3 +296,56 @@ fn only_regular_files_are_read_and_a_pipe_is_never_waited_for() {
     std::os::unix::fs::symlink("/dev/zero", &index).unwrap();
     refused(Checkpoint::open(&index).unwrap_err());
 }
+
+#[test]
+fn wrong_paths_say_what_was_found_and_what_to_open() {
+    let dir = folder();
+    hand_made(dir.path(), GOOD);
+    let index = dir.path().join("model.safetensors.index.json");
+    // The index given as a safetensors file.
+    let err = TensorBatch::read_safetensors(&index).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid checkpoint index {}: the file starts with JSON, not with the 8-byte \
+             length of a safetensors header: a checkpoint's index \
+             (`*.safetensors.index.json`) or the folder that holds it is opened with \
+             `Checkpoint::open`, and a model's configuration holds no weights",
+            index.display()
+        )
+    );
+    // A model's configuration given as a checkpoint.
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"model_type": "llama", "hidden_size": 64}"#).unwrap();
+    let err = Checkpoint::open(&config).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid checkpoint index {}: it has no `weight_map`, so it is not the index of \
+             a checkpoint's shards (`model.safetensors.index.json`, which `save_pretrained` \
+             writes beside them): open that file, or the folder that holds the weights",
+            config.display()
+        )
+    );
+    // A folder of shards without their index.
+    std::fs::remove_file(&index).unwrap();
+    let err = Checkpoint::open(dir.path()).unwrap_err();
+    assert!(matches!(
+        err,
+        Error::Io {
+            kind: std::io::ErrorKind::NotFound,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: the folder holds neither model.safetensors.index.json nor \
+             model.safetensors; it holds 2 safetensors files (one.safetensors, \
+             two.safetensors): open one of them (`Checkpoint::open` of the file, e.g. \
+             one.safetensors), or write the index that lists them \
+             (`TensorBatch::write_checkpoint` writes one with the shards)",
+            dir.path().display()
+        )
+    );
+}

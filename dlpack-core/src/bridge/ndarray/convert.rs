@@ -253,9 +253,10 @@ pub fn zeros_aligned<A: Element, Sh: ndarray::IntoDimension>(shape: Sh) -> Array
     };
     let (values, at) = match aligned_elements::<A>(count) {
         Ok(allocated) => allocated,
-        Err(_) => std::alloc::handle_alloc_error(
-            std::alloc::Layout::array::<A>(count).unwrap_or(std::alloc::Layout::new::<A>()),
-        ),
+        Err(_) => match std::alloc::Layout::array::<A>(count) {
+            Ok(layout) => std::alloc::handle_alloc_error(layout),
+            Err(_) => panic!("capacity overflow"),
+        },
     };
     let run = Array::from_vec(values).slice_move(ndarray::s![at..at + count]);
     match run.into_shape_with_order(dim) {

@@ -181,7 +181,10 @@ impl Checkpoint {
             }
             let err = std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                format!("the folder holds neither {INDEX_NAME} nor {SINGLE_NAME}"),
+                format!(
+                    "the folder holds neither {INDEX_NAME} nor {SINGLE_NAME}{}",
+                    other_weights(path)
+                ),
             );
             return Err(Error::io(path, &err));
         }
@@ -527,6 +530,35 @@ impl Checkpoint {
                 .filter_map(|(i, tensor)| Some((self.name(i), tensor?))),
         )
     }
+}
+
+/// What a folder without an index or `model.safetensors` holds instead, and the way
+/// forward: its safetensors files (a few by name), each a checkpoint of its own, and
+/// the index that would make them one.
+fn other_weights(folder: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return String::new();
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".safetensors"))
+        .collect();
+    files.sort();
+    let Some(first) = files.first() else {
+        return String::new();
+    };
+    let shown: Vec<&str> = files.iter().take(3).map(String::as_str).collect();
+    let more = match files.len() {
+        n if n > 3 => format!(" and {} more", n - 3),
+        _ => String::new(),
+    };
+    format!(
+        "; it holds {} safetensors files ({}{more}): open one of them (`Checkpoint::open` of \
+         the file, e.g. {first}), or write the index that lists them \
+         (`TensorBatch::write_checkpoint` writes one with the shards)",
+        files.len(),
+        shown.join(", "),
+    )
 }
 
 impl Shard {
