@@ -105,12 +105,12 @@ impl ModelView {
     /// comes from data (a map's keys). What this does not find goes to `__getattr__`.
     fn __getattribute__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
         let py = slf.py();
-        if let Ok(key) = name.to_cow()
-            && !key.starts_with('_')
-            && !CLASS_NAMES.contains(&&*key)
-            && let Some(found) = slf.get().member(py, &key)?
-        {
-            return Ok(found);
+        if let Ok(key) = name.to_cow() {
+            if !key.starts_with('_') && !CLASS_NAMES.contains(&&*key) {
+                if let Some(found) = slf.get().member(py, &key)? {
+                    return Ok(found);
+                }
+            }
         }
         Ok(object_getattribute(py)?.call1((slf, name))?.unbind())
     }
