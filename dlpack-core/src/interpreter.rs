@@ -125,6 +125,31 @@ fn unchecked_thread_state() -> Option<unsafe extern "C" fn() -> *mut ffi::PyThre
     None
 }
 
+/// Runs `f` if this thread is attached to the interpreter, and returns `None` without
+/// running it if it is not (or may not be): it never attaches, so it never waits for
+/// the GIL (a thread that attached while holding a lock that the GIL's holder waits
+/// for would deadlock).
+pub(crate) fn if_attached<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    match attached() {
+        // SAFETY: this thread has a current thread state: it is attached.
+        Attached::Yes => Some(f(unsafe { Python::assume_attached() })),
+        Attached::No | Attached::Unknown => None,
+    }
+}
+
+/// Lets a reference to a Python object go, from any thread, without waiting for the
+/// GIL where PyO3 can defer it: at once on an attached thread; on one that is not, as
+/// PyO3 lets a `Py` go (PyO3's reference pool releases it at the next attach). Where the
+/// pool is disabled (`--cfg pyo3_disable_reference_pool`, under which PyO3 aborts on such
+/// a drop) it attaches through the GIL-state API, as NumPy's deleters do.
+pub(crate) fn release_object(obj: Py<PyAny>) {
+    if attached() == Attached::Yes || cfg!(not(pyo3_disable_reference_pool)) {
+        drop(obj);
+    } else if let Some(obj) = NonNull::new(obj.into_ptr()) {
+        release_reference(obj);
+    }
+}
+
 /// What [`attached`] knows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Attached {

@@ -217,6 +217,36 @@ assert (numpy.from_dlpack(b) == 2.5).all()",
 }
 
 #[test]
+fn a_field_is_looked_at_and_let_go_on_another_thread_without_waiting_for_the_gil() {
+    with_model(|py, globals, model| {
+        // Only the field's own object holds the buffer.
+        run(py, globals, c"m.fc1.weight\nm.fc1.bias");
+        {
+            let this = model.borrow();
+            let weight = &this.fc1.weight;
+            // This thread holds the GIL and waits: a look that attached would never
+            // return. Without it, the field's object counts as a holder.
+            let shared = std::thread::scope(|s| s.spawn(|| weight.is_shared()).join().unwrap());
+            assert!(shared);
+            // Attached, it looks, and lets the object go.
+            assert!(!weight.is_shared());
+        }
+        // A field with its object, dropped on a thread that is not attached while this
+        // one holds the GIL: released later, never waiting for the GIL.
+        let old = std::mem::replace(
+            &mut model.borrow_mut().fc1.bias,
+            Parameter::from(Array1::from_elem(4, 1.0)),
+        );
+        std::thread::scope(|s| s.spawn(move || drop(old)).join().unwrap());
+        run(
+            py,
+            globals,
+            c"assert (numpy.from_dlpack(m.fc1.bias) == 1.0).all()",
+        );
+    });
+}
+
+#[test]
 fn load_state_dict_in_place_and_pytorchs_errors() {
     with_model(|py, globals, model| {
         let ptr = model.borrow().fc1.weight.view().as_ptr();

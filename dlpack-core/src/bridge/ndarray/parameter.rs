@@ -124,8 +124,10 @@ impl<A: Element, D: Dimension> Parameter<A, D> {
     /// Whether anything else holds the buffer (a tensor handed to Python, a tied field):
     /// the next [`view_mut`](Self::view_mut) copies. The field's own Python object,
     /// kept for attribute reads, counts only while something else holds it (a Python
-    /// reference, an array made from it): when nothing does, it is let go here (which
-    /// attaches to the interpreter to look).
+    /// reference, an array made from it): when nothing does, it is let go here. That is
+    /// looked at only on a thread attached to the interpreter (inside a `#[pymethods]`
+    /// method, say): this never waits for the GIL, and on another thread the object
+    /// counts as a holder.
     pub fn is_shared(&self) -> bool {
         self.1.release_unused();
         !self.0.is_unique()

@@ -13,8 +13,27 @@ mod with_python {
 
     use pyo3::prelude::*;
 
+    use crate::interpreter::{if_attached, release_object};
+
     /// The object, and how to tell that nothing but the slot holds it.
-    type Kept = (Py<PyAny>, fn(&Bound<'_, PyAny>) -> bool);
+    struct Kept(Option<Py<PyAny>>, fn(&Bound<'_, PyAny>) -> bool);
+
+    impl Kept {
+        fn object(&self) -> &Py<PyAny> {
+            // (Taken only by `drop`.)
+            self.0.as_ref().expect("a kept object until dropped")
+        }
+    }
+
+    impl Drop for Kept {
+        /// On any thread, never waiting for the GIL where PyO3 can defer the release
+        /// ([`release_object`]).
+        fn drop(&mut self) {
+            if let Some(object) = self.0.take() {
+                release_object(object);
+            }
+        }
+    }
 
     /// The Python object of one field, kept beside the field: made once, returned again
     /// until Rust writes or replaces the field. What lets it go is what makes the field
@@ -53,8 +72,8 @@ mod with_python {
             make: impl FnOnce() -> PyResult<Py<PyAny>>,
             unused: fn(&Bound<'_, PyAny>) -> bool,
         ) -> PyResult<Py<PyAny>> {
-            if let Some((kept, _)) = &*self.lock() {
-                return Ok(kept.clone_ref(py));
+            if let Some(kept) = &*self.lock() {
+                return Ok(kept.object().clone_ref(py));
             }
             let made = make()?;
             // Another thread may have put its own object in meanwhile: every reader gets
@@ -62,9 +81,9 @@ mod with_python {
             let (object, spare) = {
                 let mut slot = self.lock();
                 match &*slot {
-                    Some((kept, _)) => (kept.clone_ref(py), Some(made)),
+                    Some(kept) => (kept.object().clone_ref(py), Some(made)),
                     None => {
-                        *slot = Some((made.clone_ref(py), unused));
+                        *slot = Some(Kept(Some(made.clone_ref(py)), unused));
                         (made, None)
                     }
                 }
@@ -75,9 +94,9 @@ mod with_python {
 
         /// Lets the object go (the field is about to be written): the next read makes a
         /// new one. Attached to the interpreter, it goes now, and with it its hold on
-        /// the buffer unless Python holds it; else PyO3 releases it at the next attach,
-        /// so that a write made outside the interpreter copies once where one made
-        /// inside would not.
+        /// the buffer unless Python holds it; else PyO3 releases it at the next attach
+        /// ([`release_object`]), so that a write made outside the interpreter copies
+        /// once where one made inside would not.
         pub(in crate::bridge::ndarray) fn clear(&mut self) {
             let taken = self
                 .0
@@ -90,17 +109,20 @@ mod with_python {
         /// Lets the object go when nothing but the slot holds it (no Python reference,
         /// no capsule or array made from it): nothing can tell, since no one else can
         /// reach it to compare, and the buffer then loses a holder that only the slot
-        /// kept. Attaches to the interpreter to look, when there is an object.
+        /// kept. Looks only on a thread attached to the interpreter: it never attaches
+        /// (which would wait for the GIL, and deadlock where the GIL's holder waits
+        /// for a lock this thread holds); elsewhere the object stays, and counts as a
+        /// holder.
         pub(in crate::bridge::ndarray) fn release_unused(&self) {
             if self.lock().is_none() {
                 return;
             }
             // Attached before the lock is taken, never the other way around.
-            let _ = Python::try_attach(|py| {
+            let _ = if_attached(|py| {
                 let unused = {
                     let mut slot = self.lock();
                     match &*slot {
-                        Some((kept, unused)) if unused(kept.bind(py)) => slot.take(),
+                        Some(kept) if (kept.1)(kept.object().bind(py)) => slot.take(),
                         _ => None,
                     }
                 };
