@@ -22,6 +22,35 @@ def test_a_dtype_mismatch_says_how_to_convert(ext):
     )
 
 
+NUMPY25 = np.lib.NumpyVersion(np.__version__) >= "2.5.0"
+before_numpy25 = pytest.mark.skipif(
+    NUMPY25, reason="before NumPy 2.5 (test_ml_dtypes.py checks NumPy 2.5's texts)"
+)
+NO_NARROW_FLOATS = (
+    f"NumPy {np.__version__} cannot exchange bfloat16 through DLPack; NumPy 2.5 and later "
+    "can, with ml_dtypes 0.7 or later imported (pip install 'numpy>=2.5' 'ml_dtypes>=0.7')"
+)
+
+
+@before_numpy25
+def test_an_ml_dtypes_array_before_numpy_2_5_names_what_to_install(ext):
+    import ml_dtypes
+
+    with pytest.raises(BufferError) as info:
+        ext.typed_bf16_1d(np.zeros(4, ml_dtypes.bfloat16))
+    assert str(info.value) == (
+        "DLPack only supports signed/unsigned integers, float and complex dtypes: "
+        + NO_NARROW_FLOATS
+    )
+
+
+@before_numpy25
+def test_a_bfloat16_tensor_into_numpy_before_2_5_names_what_to_install(ext):
+    t = ext.make("bfloat16", [3])[0]
+    with pytest.raises(RuntimeError) as info:
+        np.asarray(t)
+    assert str(info.value) == "Unsupported dtype in DLTensor: " + NO_NARROW_FLOATS
+
 def test_a_bf16_checkpoint_into_f32_fields_is_one_line_with_the_fix(ext, tmp_path):
     import safetensors.torch
 

@@ -282,6 +282,17 @@ pub(crate) fn typed_ptr_f32_1d(x: DLPackArray<f32, Ix1>) -> usize {
     x.view().as_ptr() as usize
 }
 
+/// A typed `bfloat16` argument (an `ml_dtypes.bfloat16` NumPy array, a JAX or PyTorch
+/// bfloat16 array): the address of its first element and its values as `float32`.
+#[pyfunction]
+pub(crate) fn typed_bf16_1d(x: DLPackArray<half::bf16, Ix1>) -> (usize, Vec<f32>) {
+    let view = x.view();
+    (
+        view.as_ptr() as usize,
+        view.iter().map(|v| v.to_f32()).collect(),
+    )
+}
+
 /// Hands the managed tensor at `address` (the caller gives up its ownership) to our
 /// table's "to object" entry, then writes `value` into its first `float64` element the
 /// way safe Rust can write an exclusive tensor: through `Tensor::shared`, once the

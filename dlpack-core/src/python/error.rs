@@ -3,6 +3,7 @@
 use pyo3::exceptions::{
     PyBufferError, PyKeyError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
 };
+use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::dtype::DataType;
@@ -151,6 +152,48 @@ fn is_standard_dtype(dtype: DataType) -> bool {
             DLDataTypeCode::kDLComplex => matches!(bits, 64 | 128),
             _ => false,
         }
+}
+
+/// What NumPy needs to exchange arrays of `dtype` (`bfloat16`, a float8 type: types
+/// NumPy has only through a dtype package) through DLPack: NumPy 2.5 or later, where
+/// the type is registered (`ml_dtypes` 0.7 or later registers its types when imported).
+pub(super) fn numpy_hint(py: Python<'_>, dtype: &str) -> String {
+    let numpy = py.import(intern!(py, "numpy")).ok();
+    let registers = numpy
+        .as_ref()
+        .and_then(|np| np.getattr(intern!(py, "dtypes")).ok())
+        .is_some_and(|dtypes| {
+            dtypes
+                .hasattr(intern!(py, "register_dlpack_dtype"))
+                .unwrap_or(false)
+        });
+    if registers {
+        format!(
+            "NumPy exchanges {dtype} through DLPack only once a package registers the \
+             type (np.dtypes.register_dlpack_dtype): ml_dtypes 0.7 or later registers \
+             bfloat16 and the float8 types when imported"
+        )
+    } else {
+        let version = numpy
+            .as_ref()
+            .and_then(|np| np.getattr(intern!(py, "__version__")).ok())
+            .and_then(|v| v.str().ok())
+            .map_or_else(|| "?".to_owned(), |v| v.to_string_lossy().into_owned());
+        format!(
+            "NumPy {version} cannot exchange {dtype} through DLPack; NumPy 2.5 and later \
+             can, with ml_dtypes 0.7 or later imported (pip install 'numpy>=2.5' \
+             'ml_dtypes>=0.7')"
+        )
+    }
+}
+
+/// `err` with `hint` after its message (same exception type), `err` as its cause.
+pub(super) fn with_hint(py: Python<'_>, err: PyErr, hint: &str) -> PyErr {
+    let message = err.value(py).to_string();
+    let message = message.trim_end_matches('.');
+    let hinted = PyErr::from_type(err.get_type(py), format!("{message}: {hint}"));
+    hinted.set_cause(py, Some(err));
+    hinted
 }
 
 pub(super) fn buffer_error(message: impl Into<String>) -> PyErr {

@@ -70,6 +70,31 @@
 //! `__dlpack__` would export it as it is: see [NumPy arrays](from_dlpack#numpy-arrays)
 //! in [`from_dlpack`].
 //!
+//! # bfloat16 and float8 in NumPy (`ml_dtypes`)
+//!
+//! NumPy has no bfloat16 or float8 type of its own; `ml_dtypes` (the package JAX uses)
+//! adds them. NumPy 2.5 and later exchange such types through DLPack once a package
+//! registers them (`np.dtypes.register_dlpack_dtype`, which NumPy means for the type's
+//! author), and `ml_dtypes` 0.7 and later registers bfloat16 and its float8 types when
+//! it is imported. So, with `numpy>=2.5` and `ml_dtypes>=0.7`, and `ml_dtypes` imported:
+//!
+//! - a bfloat16 or float8 tensor of Rust's becomes an `ml_dtypes` array in
+//!   `np.from_dlpack(t)` and `np.asarray(t)`, without a copy (a mapped bfloat16
+//!   checkpoint reaches NumPy, and JAX, as bfloat16, in place);
+//! - an `ml_dtypes.bfloat16` array is a typed argument (`DLPackArray<half::bf16, D>`)
+//!   without a copy. Its type number is a user type's, given at registration: the first
+//!   array of such a type goes through NumPy's `__dlpack__`, whose answer (the DLPack
+//!   type of that type number) is kept, so that later ones are read in place as
+//!   NumPy's export gives them.
+//!
+//! The crate registers nothing: registration is global to the process and refuses a
+//! second type for a DLPack type, so it is the dtype package's to do, as NumPy says.
+//! (With `ml_dtypes` 0.6, register by hand:
+//! `np.dtypes.register_dlpack_dtype((4, 16), np.dtype(ml_dtypes.bfloat16))`.) Before
+//! NumPy 2.5, an `ml_dtypes` array passed to Rust and a bfloat16 tensor given to
+//! `np.asarray` are refused with a message naming what to install; `np.from_dlpack`
+//! raises NumPy's own error. PyTorch and JAX exchange bfloat16 in any version.
+//!
 //! # Writing into a caller's array, in place
 //!
 //! An import from Python is shared, so the safe way to hand results back is a new

@@ -18,7 +18,8 @@ use core::ffi::{c_uint, c_void};
 use core::ptr::NonNull;
 use std::sync::OnceLock;
 #[cfg(not(any(PyPy, GraalPy, Py_GIL_DISABLED)))]
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyException;
 use pyo3::ffi;
@@ -125,6 +126,56 @@ const BY_TYPE_NUMBER: [Option<(DataType, usize)>; 24] = {
 /// `__dlpack__` exports as it is ([`TYPES`]); `None` for every other.
 pub(super) fn element_type(type_num: c_int) -> Option<(DataType, usize)> {
     *BY_TYPE_NUMBER.get(usize::try_from(type_num).ok()?)?
+}
+
+/// `NPY_USERDEF`: the first type number NumPy gives a registered user type (such as
+/// `ml_dtypes.bfloat16`), in the order types register, so never a fixed one.
+pub(super) const USER_DEFINED: c_int = 256;
+
+/// The DLPack types NumPy's own `__dlpack__` gave arrays of user types, by type number
+/// (each slot `type_num << 32 | code << 24 | bits << 16 | lanes`, 0 while empty):
+/// learned from NumPy's export, never from a table, since a user type's number and its
+/// DLPack type are what registration made them (NumPy 2.5's
+/// `np.dtypes.register_dlpack_dtype`, which `ml_dtypes` 0.7 calls for its types when
+/// imported). A few slots: a process registers a handful of such types.
+static USER_TYPES: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+/// The element type and item size that NumPy's `__dlpack__` gave an array of user type
+/// `type_num` before ([`learn_user_type`]), if it did.
+pub(super) fn user_element_type(type_num: c_int) -> Option<(DataType, usize)> {
+    let number = u32::try_from(type_num).ok()?;
+    USER_TYPES.iter().find_map(|slot| {
+        let packed = slot.load(Ordering::Relaxed);
+        ((packed >> 32) as u32 == number && packed != 0).then(|| {
+            let code = DLDataTypeCode((packed >> 24) as u8);
+            let dtype = DataType::new(code, (packed >> 16) as u8, packed as u16);
+            (dtype, dtype.size_in_bytes())
+        })
+    })
+}
+
+/// Records that NumPy's `__dlpack__` exports arrays of user type `type_num` as `dtype`
+/// (one element a whole number of bytes, one lane; anything else is not recorded, and
+/// such arrays keep going through `__dlpack__`). The first answer for a type number is
+/// kept; when the slots are full, nothing more is.
+pub(super) fn learn_user_type(type_num: c_int, dtype: DataType) {
+    let Ok(number) = u32::try_from(type_num) else {
+        return;
+    };
+    if type_num < USER_DEFINED || dtype.lanes() != 1 || dtype.bits() % 8 != 0 || dtype.bits() == 0 {
+        return;
+    }
+    let packed = u64::from(number) << 32
+        | u64::from(dtype.code().0) << 24
+        | u64::from(dtype.bits()) << 16
+        | u64::from(dtype.lanes());
+    for slot in &USER_TYPES {
+        match slot.compare_exchange(0, packed, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(found) if (found >> 32) as u32 == number => return,
+            Err(_) => {}
+        }
+    }
 }
 
 /// NumPy's C API, as far as it is used here.

@@ -152,11 +152,19 @@ impl KeptArc {
     }
 }
 
-/// A counted tensor of `n` bytes of dtype `float8_e4m3fn`, which no `Element` maps.
+/// A counted tensor of `n` bytes of a float8 dtype that no `Element` maps: `kind`
+/// `"e4m3fn"` (each byte 1.0) or `"e5m2"` (each byte 1.0 too).
 #[pyfunction]
-pub(super) fn make_float8(n: usize) -> PyResult<ManagedTensor> {
-    let owner = Counted::new(vec![0x38u8; n]); // 0x38 is 1.0 in float8_e4m3fn
-    let dtype = DataType::new(DLDataTypeCode::kDLFloat8_e4m3fn, 8, 1);
+#[pyo3(signature = (n, kind = "e4m3fn"))]
+pub(super) fn make_float8(n: usize, kind: &str) -> PyResult<ManagedTensor> {
+    // 1.0 in each format: exponent bias 7 (e4m3fn) or 15 (e5m2), mantissa 0.
+    let (code, one) = match kind {
+        "e4m3fn" => (DLDataTypeCode::kDLFloat8_e4m3fn, 0x38u8),
+        "e5m2" => (DLDataTypeCode::kDLFloat8_e5m2, 0x3cu8),
+        _ => return Err(PyValueError::new_err(format!("no float8 kind {kind:?}"))),
+    };
+    let owner = Counted::new(vec![one; n]);
+    let dtype = DataType::new(code, 8, 1);
     // SAFETY:
     // - the pointer is the start of the owner's `n` bytes, one per element, which the
     //   owner keeps alive and unmoved; every byte is a valid float8;

@@ -108,6 +108,7 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::sum_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::typed_ptr_f32_1d, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exchange::typed_bf16_1d, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::rows_from_table, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::rows_from_ipc, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::typed_f32_2d, m)?)?;

@@ -110,7 +110,11 @@ use c_api::Imported;
 /// addresses, and reads read-only arrays, flagged. Anything else (object, string,
 /// structured, datetime, `longdouble`, byte-swapped data, strides that are not whole
 /// elements, ...) goes through `__dlpack__`, so NumPy decides and its own errors are
-/// raised. A subclass is read in place only while `obj.__dlpack__` is NumPy's own
+/// raised. An array of a user type (`ml_dtypes.bfloat16` and the float8 types, which
+/// NumPy 2.5 exports once registered) is read in place as the DLPack type NumPy's own
+/// `__dlpack__` gave an earlier array of that type number, exactly, and goes through
+/// `__dlpack__` until then ([bfloat16 and float8 in NumPy](crate::python#bfloat16-and-float8-in-numpy-ml_dtypes)).
+/// A subclass is read in place only while `obj.__dlpack__` is NumPy's own
 /// method bound to `obj` (`np.matrix`, `np.memmap`, a subclass that does not override
 /// it); a `__dlpack__` of its own, an instance attribute or a `__getattribute__` that
 /// answers otherwise is called. NumPy's ABI version is checked once (1.x from 1.25, or
@@ -289,7 +293,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
                 type_name(obj)
             )));
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(numpy::user_type_hint(obj, err)),
     };
     let capsule = capsule.cast::<PyCapsule>().map_err(|_| {
         PyTypeError::new_err(format!(
@@ -299,6 +303,9 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
         ))
     })?;
     let tensor = consume(capsule)?;
+    // NumPy's own export of an array of a user type: its DLPack type, kept for the next
+    // array of that type, which is then read in place.
+    numpy::learn(obj, &tensor);
     if let Some(wanted) = options.device.filter(|&d| d != tensor.device()) {
         return Err(buffer_error(format!(
             "asked {}.__dlpack__ for a tensor on {wanted}, got one on {}",

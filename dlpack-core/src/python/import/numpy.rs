@@ -19,7 +19,7 @@
 //!   `READ_ONLY` when the array is. Its owner releases the array on any thread, attaching
 //!   through CPython's GIL-state API where the thread is not attached.
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 use std::sync::OnceLock;
 
@@ -32,8 +32,10 @@ use crate::device::Device;
 use crate::ffi::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::interpreter::release_reference;
 use crate::python::adopt::adopt;
+use crate::python::error::{numpy_hint, with_hint};
 use crate::python::npyffi::{
-    Api, ArrayObject, C_CONTIGUOUS, MAX_DIMS, SWAPPED, WRITEABLE, api, api_found, element_type,
+    Api, ArrayObject, C_CONTIGUOUS, MAX_DIMS, SWAPPED, USER_DEFINED, WRITEABLE, api, api_found,
+    element_type, learn_user_type, user_element_type,
 };
 use crate::tensor::{Desc, ForeignOwner, ManagedTensor, build};
 
@@ -72,6 +74,38 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensor>> 
         read(obj, api)
     } else {
         Ok(None)
+    }
+}
+
+/// The type number of `obj`'s dtype if `obj` is exactly a `numpy.ndarray` (NumPy's API
+/// already found) whose dtype is a user type (`ml_dtypes.bfloat16`, ...); `None` for
+/// anything else.
+pub(super) fn user_type_of(obj: &Bound<'_, PyAny>) -> Option<c_int> {
+    let api = api_found()?;
+    if !is_exact(obj, api) {
+        return None;
+    }
+    // SAFETY:
+    // - `obj` is exactly a `numpy.ndarray` (checked) of a NumPy whose ABI says its
+    //   objects start with these fields; the GIL is held, under which NumPy changes
+    //   them;
+    // - a non-null `descr` is a live dtype whose first fields are `Descr`'s.
+    let descr = unsafe { (*obj.as_ptr().cast::<ArrayObject>()).descr };
+    if descr.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    let type_num = unsafe { (*descr).type_num };
+    (type_num >= USER_DEFINED).then_some(type_num)
+}
+
+/// After NumPy's own `__dlpack__` exported `obj` as `tensor`: if `obj` is exactly a
+/// `numpy.ndarray` of a user type, the DLPack type NumPy gave that type number is kept,
+/// so that the next array of that type is read in place ([`read`]) as NumPy's export
+/// would give it.
+pub(super) fn learn(obj: &Bound<'_, PyAny>, tensor: &ManagedTensor) {
+    if let Some(type_num) = user_type_of(obj) {
+        learn_user_type(type_num, tensor.dtype());
     }
 }
 
@@ -142,7 +176,9 @@ fn read(obj: &Bound<'_, PyAny>, api: &Api) -> PyResult<Option<ManagedTensor>> {
     // SAFETY: a NumPy array's `descr` is a live dtype (checked non-null), whose first
     // fields are these in NumPy 1.x and 2.x; the GIL is held.
     let descr = unsafe { &*a.descr };
-    let Some((dtype, itemsize)) = element_type(descr.type_num) else {
+    let Some((dtype, itemsize)) =
+        element_type(descr.type_num).or_else(|| user_element_type(descr.type_num))
+    else {
         return Ok(None);
     };
     if descr.byteorder == SWAPPED {
@@ -232,4 +268,26 @@ fn read(obj: &Bound<'_, PyAny>, api: &Api) -> PyResult<Option<ManagedTensor>> {
     // SAFETY: our own header, handed over: its deleter drops the owner once, from any
     // thread; the data requirements are those stated above.
     unsafe { adopt(tensor.into_raw_as_is()) }.map(Some)
+}
+
+/// `err`, raised by `obj.__dlpack__`, with what to install or register when `obj` is a
+/// NumPy array of one of `ml_dtypes`' types (bfloat16, the float8 types, ...), which
+/// NumPy exchanges through DLPack from 2.5, once registered: see [`numpy_hint`]. Any
+/// other error (another user type's, NumPy's `StringDType`'s) is returned as it is.
+pub(super) fn user_type_hint(obj: &Bound<'_, PyAny>, err: PyErr) -> PyErr {
+    if user_type_of(obj).is_none() {
+        return err;
+    }
+    let py = obj.py();
+    let Ok(dtype) = obj.getattr(intern!(py, "dtype")) else {
+        return err;
+    };
+    let of_ml_dtypes = dtype
+        .getattr(intern!(py, "type"))
+        .and_then(|t| t.getattr(intern!(py, "__module__")))
+        .is_ok_and(|m| m.eq("ml_dtypes").unwrap_or(false));
+    let Some(name) = dtype.str().ok().filter(|_| of_ml_dtypes) else {
+        return err;
+    };
+    with_hint(py, err, &numpy_hint(py, &name.to_string_lossy()))
 }

@@ -17,6 +17,8 @@ use pyo3::types::{PyDict, PyTuple};
 use pyo3::{IntoPyObject, intern};
 
 use crate::batch::TensorBatch;
+use crate::ffi::DLDataTypeCode;
+use crate::python::error::{numpy_hint, with_hint};
 use crate::tensor::ManagedTensor;
 
 /// A [`ManagedTensor`] as a Python object that any DLPack consumer accepts:
@@ -295,7 +297,22 @@ impl Tensor {
         if let Some(copy) = copy {
             kwargs.set_item(intern!(py, "copy"), copy)?;
         }
-        let array = numpy.call_method(intern!(py, "from_dlpack"), (slf,), Some(&kwargs))?;
+        let array = numpy
+            .call_method(intern!(py, "from_dlpack"), (slf,), Some(&kwargs))
+            .map_err(|err| {
+                let dtype = slf.get().tensor.dtype();
+                // bfloat16 and the float8, float6 and float4 types: NumPy has them only
+                // through a dtype package (ml_dtypes), registered with NumPy 2.5.
+                let code = dtype.code();
+                if code == DLDataTypeCode::kDLBfloat
+                    || (DLDataTypeCode::kDLFloat8_e3m4.0..=DLDataTypeCode::kDLFloat4_e2m1fn.0)
+                        .contains(&code.0)
+                {
+                    with_hint(py, err, &numpy_hint(py, &dtype.to_string()))
+                } else {
+                    err
+                }
+            })?;
         let Some(dtype) = dtype.filter(|d| !d.is_none()) else {
             return Ok(array);
         };
