@@ -88,10 +88,6 @@ pub(super) fn python_message(err: &Error) -> String {
             py_tuple(expected),
             py_tuple(found)
         ),
-        Error::InvalidSplit { shape, .. } => {
-            err.to_string()
-                .replacen(&format!("{shape:?}"), &py_tuple(shape), 1)
-        }
         // The reader is the extension's author, testing from Python: the fix is in the
         // extension (passing a copy does not help: it is shared too).
         Error::NotExclusive => "shared tensor: this function writes in place into memory \
