@@ -666,3 +666,69 @@ pub(super) fn not_a_bool(path: &Path, tensor: &str, index: usize, byte: u8) -> E
         format!("element {index} holds byte {byte}, and a bool must be 0 or 1"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(
+        dtype: DataType,
+        shape: &[usize],
+        split: usize,
+        rank: usize,
+        world: usize,
+    ) -> Result<Part> {
+        let bits: usize = shape.iter().product::<usize>() * usize::from(dtype.bits());
+        Part::new(
+            dtype,
+            shape,
+            bits.div_ceil(8),
+            Some(split),
+            Some(Rank { rank, world }),
+        )
+    }
+
+    #[test]
+    fn a_rank_reads_one_range_along_dim_0_and_row_segments_inside() {
+        // [8, 6] float32, dim 0 of 4: rows 4..6, one range of 2 * 6 * 4 bytes.
+        let p = part(DataType::F32, &[8, 6], 0, 2, 4).unwrap();
+        assert_eq!(
+            (p.shape.as_slice(), p.rows, p.len, p.first),
+            (&[2, 6][..], 1, 48, 96)
+        );
+        // Dim 1 of 3: columns 2..4 of each of the 8 rows, 8 bytes every 24.
+        let p = part(DataType::F32, &[8, 6], 1, 1, 3).unwrap();
+        assert_eq!((p.rows, p.len, p.stride, p.first), (8, 8, 24, 8));
+        assert_eq!(p.bytes(), 8 * 6 * 4 / 3);
+        // After extents of 1 only: one range.
+        let p = part(DataType::F32, &[1, 8, 6], 1, 3, 4).unwrap();
+        assert_eq!((p.rows, p.len, p.first), (1, 48, 144));
+        // One rank: the whole tensor; an empty one: nothing.
+        let p = part(DataType::F32, &[8, 6], 1, 0, 1).unwrap();
+        assert_eq!((p.rows, p.len), (1, 192));
+        let p = part(DataType::F32, &[0, 6], 1, 1, 2).unwrap();
+        assert_eq!((p.shape.as_slice(), p.rows, p.len), (&[0, 3][..], 0, 0));
+    }
+
+    #[test]
+    fn packed_parts_must_start_on_whole_bytes() {
+        // float4: 2 of 4 columns are one byte; 1 of 2 half a byte.
+        let p = part(DataType::F4_E2M1FN, &[3, 4], 1, 1, 2).unwrap();
+        assert_eq!((p.rows, p.len, p.stride, p.first), (3, 1, 2, 1));
+        let err = part(DataType::F4_E2M1FN, &[3, 2], 1, 1, 2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot split a tensor of shape [3, 2] along dimension 1 between 2 ranks: a \
+             float4_e2m1fn element takes 4 bits, and the parts would not start on whole bytes"
+        );
+        let err = part(DataType::F32, &[3, 2], 2, 0, 2).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::InvalidSplit {
+                dim: 2,
+                world_size: 2,
+                ..
+            }
+        ));
+    }
+}
