@@ -270,6 +270,32 @@ pub enum Error {
         /// The tensors that are there but could not be imported.
         failed: Vec<Error>,
     },
+    /// A tensor-parallel rank that is not in its group: a world size of 0, or a rank
+    /// not below the world size (`ReadOptions::tensor_parallel`). Python: `ValueError`.
+    #[error("{}", rank_text(*rank, *world_size))]
+    InvalidRank {
+        /// The rank given.
+        rank: usize,
+        /// The world size given.
+        world_size: usize,
+    },
+    /// A tensor that cannot be split into equal parts along the dimension its field
+    /// declares (`#[dlpack(split = D)]`), one per rank: a dimension it does not have,
+    /// an extent that is not a multiple of the world size, or packed elements (below
+    /// a byte) whose parts would not start on whole bytes. Found from the headers,
+    /// before anything is read; the error names the tensor (in an [`Error::Tensor`]).
+    /// Python: `ValueError`.
+    #[error("{}", split_text(shape, *dim, *world_size, *dtype))]
+    InvalidSplit {
+        /// The full tensor's extents, as the file stores them.
+        shape: Vec<usize>,
+        /// The dimension the field is split along.
+        dim: usize,
+        /// The number of ranks it is split between.
+        world_size: usize,
+        /// The tensor's element type in the file.
+        dtype: DataType,
+    },
     /// A name cannot be used as a tensor name or name segment. Python: `ValueError`.
     #[error("invalid tensor name `{name}`: {reason}")]
     InvalidName {
@@ -382,6 +408,36 @@ fn io_text(path: &std::path::Path, message: &str) -> String {
         message.to_owned()
     } else {
         format!("{}: {message}", path.display())
+    }
+}
+
+fn rank_text(rank: usize, world_size: usize) -> String {
+    if world_size == 0 {
+        "invalid tensor-parallel world size 0: a group has at least one rank".to_owned()
+    } else {
+        format!(
+            "invalid tensor-parallel rank {rank}: the ranks of a world of size {world_size} \
+             are 0 to {}",
+            world_size - 1
+        )
+    }
+}
+
+fn split_text(shape: &[usize], dim: usize, world_size: usize, dtype: DataType) -> String {
+    let head = format!(
+        "cannot split a tensor of shape {shape:?} along dimension {dim} between \
+         {world_size} ranks"
+    );
+    match shape.get(dim) {
+        None => format!("{head}: it has {} dimensions", shape.len()),
+        Some(&extent) if world_size == 0 || extent % world_size != 0 => {
+            format!("{head}: {extent} is not a multiple of {world_size}")
+        }
+        Some(_) => format!(
+            "{head}: a {dtype} element takes {} bits, and the parts would not start on \
+             whole bytes",
+            dtype.bits()
+        ),
     }
 }
 

@@ -203,7 +203,14 @@ pub use dlpack_derive::ToDLPack;
 /// a model built with the right shapes.
 ///
 /// Attributes as for [`ToDLPack`](derive@ToDLPack); `skip`ped fields are filled with
-/// `Default::default()`.
+/// `Default::default()`. One more, for tensor-parallel loading:
+/// `#[dlpack(split = D)]` declares that the field's tensors are split along dimension
+/// `D` between the ranks of a tensor-parallel group (Megatron's column-parallel layers
+/// along 0, row-parallel ones along 1); fields without it are replicated. A checkpoint
+/// read with `ReadOptions::tensor_parallel(rank, world_size)` (feature `safetensors`)
+/// gives each split field its rank's part, reading only that part's bytes; elsewhere the
+/// attribute changes nothing. It reaches the loader through
+/// [`FromDLPack::select_in`] ([`Expected::split`](implement::Expected::split)).
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_derive::FromDLPack;

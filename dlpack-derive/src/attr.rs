@@ -8,7 +8,7 @@ use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, LitStr, Path, Token, WherePredicate};
+use syn::{Attribute, LitInt, LitStr, Path, Token, WherePredicate};
 
 use crate::ctxt::Ctxt;
 
@@ -18,6 +18,7 @@ const CRATE: &str = "crate";
 const FLATTEN: &str = "flatten";
 const RENAME: &str = "rename";
 const SKIP: &str = "skip";
+const SPLIT: &str = "split";
 const WITH: &str = "with";
 
 /// Container attributes: `#[dlpack(crate = "...", bound = "...")]` on the struct.
@@ -28,7 +29,7 @@ pub(crate) struct Container {
     pub(crate) bound: Option<Vec<WherePredicate>>,
 }
 
-/// Field attributes: `#[dlpack(rename = "...", skip, flatten, with = "...")]`.
+/// Field attributes: `#[dlpack(rename = "...", skip, flatten, with = "...", split = D)]`.
 pub(crate) struct Field {
     pub(crate) rename: Option<Rename>,
     /// `with = "module"`: the module whose `to_dlpack_into` / `from_dlpack_in` exchange
@@ -38,6 +39,15 @@ pub(crate) struct Field {
     pub(crate) skip: Option<Path>,
     /// The `flatten` key, for error spans.
     pub(crate) flatten: Option<Path>,
+    /// `split = D`: the dimension the field's tensors are split along between the
+    /// ranks of a tensor-parallel group.
+    pub(crate) split: Option<Split>,
+}
+
+/// `split = D`: the key (for error spans) and the dimension.
+pub(crate) struct Split {
+    pub(crate) path: Path,
+    pub(crate) dim: usize,
 }
 
 /// `with = "module"`: the key (for error spans) and the module's path.
@@ -144,6 +154,7 @@ impl Field {
         let mut skip = Attr::none(SKIP);
         let mut flatten = Attr::none(FLATTEN);
         let mut with = Attr::none(WITH);
+        let mut split = Attr::none(SPLIT);
         for attr in attrs.iter().filter(|attr| attr.path().is_ident(DLPACK)) {
             if let Err(err) = attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident(RENAME) {
@@ -181,12 +192,18 @@ impl Field {
                             ),
                         }
                     }
+                } else if meta.path.is_ident(SPLIT) {
+                    // #[dlpack(split = 0)]
+                    if let Some(dim) = parse_dim(cx, SPLIT, &meta)? {
+                        let path = meta.path.clone();
+                        split.set(cx, &meta.path, Split { path, dim });
+                    }
                 } else {
                     cx.error_spanned_by(
                         &meta.path,
                         format_args!(
                             "unknown dlpack field attribute `{}` (expected `rename`, `skip`, \
-                             `flatten` or `with`)",
+                             `flatten`, `with` or `split`)",
                             path_to_string(&meta.path)
                         ),
                     );
@@ -202,6 +219,7 @@ impl Field {
             with: with.get(),
             skip: skip.get(),
             flatten: flatten.get(),
+            split: split.get(),
         }
     }
 }
@@ -229,6 +247,31 @@ fn parse_lit_str(
         found,
         format_args!("expected a string literal for dlpack attribute `{name}`: `{name} = \"...\"`"),
     );
+    Ok(None)
+}
+
+/// Parses `= D` after `name`, `D` a dimension (an unsuffixed or `usize` integer
+/// literal); reports anything else and returns `None`.
+fn parse_dim(cx: &mut Ctxt, name: &str, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<usize>> {
+    let expected = format!("expected a dimension for dlpack attribute `{name}`: `{name} = 0`");
+    if !meta.input.peek(Token![=]) {
+        cx.error_spanned_by(&meta.path, &expected);
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let value = meta.value()?;
+    if value.peek(LitInt) && (value.peek2(Token![,]) || value.peek2(syn::parse::End)) {
+        let lit: LitInt = value.parse()?;
+        if matches!(lit.suffix(), "" | "usize") {
+            if let Ok(dim) = lit.base10_parse::<usize>() {
+                return Ok(Some(dim));
+            }
+        }
+        cx.error_spanned_by(&lit, &expected);
+        return Ok(None);
+    }
+    let found = skip_value(meta)?;
+    cx.error_spanned_by(found, &expected);
     Ok(None)
 }
 

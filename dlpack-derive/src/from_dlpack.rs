@@ -183,8 +183,25 @@ fn import(field: &Field<'_>) -> TokenStream {
 }
 
 /// The field's statement in `select_in`: a `with` module's field takes everything under
-/// its name (a module says no more than that).
+/// its name (a module says no more than that); a `split = D` field selects inside
+/// `Selection::split_along(D, ...)`, so that what it takes is split along `D`.
 fn select(field: &Field<'_>) -> TokenStream {
+    let select = select_whole(field);
+    match &field.attrs.split {
+        Some(split) => {
+            let dim = split.dim;
+            quote_spanned! {split.path.span()=>
+                __selection.split_along(#dim, |__selection| {
+                    #select
+                });
+            }
+        }
+        None => select,
+    }
+}
+
+/// The field's statement in `select_in`, split or not.
+fn select_whole(field: &Field<'_>) -> TokenStream {
     let private = dummy::private();
     let prefix = field.prefix();
     match field.with() {

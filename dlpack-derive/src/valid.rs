@@ -25,7 +25,7 @@ fn check(cx: &mut Ctxt, input: &Input<'_>) {
     check_duplicate_names(cx, &input.fields);
 }
 
-/// `skip` excludes `rename`, `flatten` and `with`; `flatten` excludes `rename` (a
+/// `skip` excludes `rename`, `flatten`, `with` and `split`; `flatten` excludes `rename` (a
 /// flattened field has no name segment of its own).
 fn check_field(cx: &mut Ctxt, field: &Field<'_>) {
     let attrs = &field.attrs;
@@ -46,6 +46,12 @@ fn check_field(cx: &mut Ctxt, field: &Field<'_>) {
             cx.error_spanned_by(
                 &with.path,
                 "dlpack attribute `with` cannot be combined with `skip`",
+            );
+        }
+        if let Some(split) = &attrs.split {
+            cx.error_spanned_by(
+                &split.path,
+                "dlpack attribute `split` cannot be combined with `skip`",
             );
         }
     } else if let (Some(_), Some(rename)) = (&attrs.flatten, &attrs.rename) {

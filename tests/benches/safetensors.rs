@@ -25,9 +25,15 @@
 //! &Device::Cpu)` does on each `get`), mapped (`open` + `map`, beside the four files
 //! mapped one by one, and `open` alone: its part), and the peak memory of the loads.
 //!
+//! Then one rank of a tensor-parallel group of 4 (`ReadOptions::tensor_parallel`): a
+//! Llama-shaped checkpoint (float32, 4 shards) read by a struct whose projections,
+//! embedding and head are split as Megatron splits them, beside the full load of the
+//! same checkpoint.
+//!
 //! Run with `cargo bench -p dlpack-tests --bench safetensors`
 //! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder;
-//! `DLPACK_BENCH_ONLY=checkpoint` runs the checkpoint part alone).
+//! `DLPACK_BENCH_ONLY=checkpoint` runs the checkpoint part alone,
+//! `DLPACK_BENCH_ONLY=parallel` the tensor-parallel one).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -313,6 +319,10 @@ fn main() {
         cold_loads(&folder);
         return;
     }
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "parallel") {
+        parallel(&mut c, &folder);
+        return;
+    }
     if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "convert") {
         bench_convert(&mut c);
         return;
@@ -341,6 +351,7 @@ fn main() {
         print!("  {}", memory_in_fresh_process(op, &folder));
     }
     checkpoints(&mut c, &folder, &gpt2_path);
+    parallel(&mut c, &folder);
 }
 
 /// Loads of a 1 GiB checkpoint (4 shards of 37 float32 tensors) with a cold page cache,
@@ -912,4 +923,149 @@ fn view(tensor: &ManagedTensor) -> safetensors::tensor::TensorView<'_> {
     let bytes =
         unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values)) };
     safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, bytes).unwrap()
+}
+
+// A Llama-shaped model, whole and as one rank of a tensor-parallel group takes it.
+
+/// A weight alone (a linear layer without bias, an embedding, an RMS norm).
+#[derive(ToDLPack, FromDLPack)]
+struct Weight<D: ndarray::Dimension> {
+    weight: ndarray::Array<f32, D>,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct LlamaLayer {
+    q_proj: Weight<ndarray::Ix2>,
+    k_proj: Weight<ndarray::Ix2>,
+    v_proj: Weight<ndarray::Ix2>,
+    o_proj: Weight<ndarray::Ix2>,
+    gate_proj: Weight<ndarray::Ix2>,
+    up_proj: Weight<ndarray::Ix2>,
+    down_proj: Weight<ndarray::Ix2>,
+    input_layernorm: Weight<ndarray::Ix1>,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct Llama {
+    embed_tokens: Weight<ndarray::Ix2>,
+    layers: Vec<LlamaLayer>,
+    norm: Weight<ndarray::Ix1>,
+    lm_head: Weight<ndarray::Ix2>,
+}
+
+/// The same names as one rank takes them: Megatron's column-parallel projections,
+/// vocabulary-parallel embedding and head by rows (dimension 0), row-parallel ones by
+/// columns (dimension 1), the norms replicated.
+#[derive(FromDLPack)]
+struct LlamaLayerRank {
+    #[dlpack(split = 0)]
+    q_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 0)]
+    k_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 0)]
+    v_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 1)]
+    o_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 0)]
+    gate_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 0)]
+    up_proj: Weight<ndarray::Ix2>,
+    #[dlpack(split = 1)]
+    down_proj: Weight<ndarray::Ix2>,
+    input_layernorm: Weight<ndarray::Ix1>,
+}
+
+#[derive(FromDLPack)]
+struct LlamaRank {
+    #[dlpack(split = 0)]
+    embed_tokens: Weight<ndarray::Ix2>,
+    layers: Vec<LlamaLayerRank>,
+    norm: Weight<ndarray::Ix1>,
+    #[dlpack(split = 0)]
+    lm_head: Weight<ndarray::Ix2>,
+}
+
+/// A Llama of width `d`, MLP width `inner`, `layers` layers and vocabulary `vocab`.
+fn llama(d: usize, inner: usize, layers: usize, vocab: usize) -> Llama {
+    let w = |o: usize, i: usize| Weight {
+        weight: filled((o, i)),
+    };
+    Llama {
+        embed_tokens: w(vocab, d),
+        layers: (0..layers)
+            .map(|_| LlamaLayer {
+                q_proj: w(d, d),
+                k_proj: w(d, d),
+                v_proj: w(d, d),
+                o_proj: w(d, d),
+                gate_proj: w(inner, d),
+                up_proj: w(inner, d),
+                down_proj: w(d, inner),
+                input_layernorm: Weight { weight: filled(d) },
+            })
+            .collect(),
+        norm: Weight { weight: filled(d) },
+        lm_head: w(vocab, d),
+    }
+}
+
+/// The `parallel` group: rank 0 and rank 3 of 4 (owned, float32) beside the full load
+/// of the same checkpoint, then the same alternating, for the ratios.
+fn parallel(c: &mut Criterion, folder: &Path) {
+    let dir = folder.join("llama-4");
+    if !dir.exists() {
+        let batch = llama(768, 2048, 6, 32000).to_dlpack().unwrap();
+        let total: u64 = batch
+            .iter()
+            .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
+            .sum();
+        batch.write_checkpoint(&dir, total / 4 + (1 << 20)).unwrap();
+    }
+    let shards = shards_of(&dir);
+    let total: u64 = shards
+        .iter()
+        .map(|s| std::fs::metadata(s).unwrap().len())
+        .sum();
+    for shard in &shards {
+        black_box(std::fs::read(shard).unwrap());
+    }
+    println!(
+        "\ntensor-parallel: llama-shaped checkpoint, {} float32 shards, {:.1} MiB",
+        shards.len(),
+        mib(total)
+    );
+    let rank = |r: usize| ReadOptions::new().tensor_parallel(r, 4);
+    let mut group = c.benchmark_group("parallel");
+    group.bench_function("llama 4 shards/Checkpoint::open + read (full)", |b| {
+        b.iter(|| Checkpoint::open(&dir).unwrap().read::<Llama>().unwrap())
+    });
+    for r in [0, 3] {
+        group.bench_function(
+            format!("llama 4 shards/open + read_with rank {r} of 4"),
+            |b| {
+                b.iter(|| {
+                    let checkpoint = Checkpoint::open(&dir).unwrap();
+                    checkpoint.read_with::<LlamaRank>(&rank(r)).unwrap()
+                })
+            },
+        );
+    }
+    group.finish();
+    print_alternating(
+        "tensor-parallel load, llama in 4 shards",
+        9,
+        &mut [
+            ("Checkpoint::open + read::<Llama> (full)", &mut || {
+                black_box(Checkpoint::open(&dir).unwrap().read::<Llama>().unwrap());
+            }),
+            ("open + read_with::<LlamaRank>(rank 0 of 4)", &mut || {
+                let checkpoint = Checkpoint::open(&dir).unwrap();
+                black_box(checkpoint.read_with::<LlamaRank>(&rank(0)).unwrap());
+            }),
+            ("open + read_with::<LlamaRank>(rank 3 of 4)", &mut || {
+                let checkpoint = Checkpoint::open(&dir).unwrap();
+                black_box(checkpoint.read_with::<LlamaRank>(&rank(3)).unwrap());
+            }),
+        ],
+    );
 }

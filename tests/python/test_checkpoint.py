@@ -7,6 +7,7 @@ back in the layout `from_pretrained` reads."""
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -152,6 +153,92 @@ def test_a_llama_loads_into_a_derived_struct_bit_equal_to_torch_float(ext, tmp_p
     for name, tensor in loaded.items():
         ours = torch.from_dlpack(tensor)
         assert torch.equal(as_bits(ours), as_bits(state[name].float())), name
+
+
+# Megatron's splits: column-parallel projections by output rows, row-parallel ones by
+# input columns; everything else replicated.
+SPLITS = {
+    "q_proj": 0,
+    "k_proj": 0,
+    "v_proj": 0,
+    "gate_proj": 0,
+    "up_proj": 0,
+    "o_proj": 1,
+    "down_proj": 1,
+}
+
+
+def split_of(name):
+    return next((dim for key, dim in SPLITS.items() if f".{key}." in name), None)
+
+
+def header_bytes(folder):
+    """The bytes opening a checkpoint reads: the index, and each shard's header."""
+    total = os.path.getsize(folder / "model.safetensors.index.json")
+    for shard in shards(folder):
+        with open(folder / shard, "rb") as f:
+            total += 8 + int.from_bytes(f.read(8), "little")
+    return total
+
+
+def test_each_tensor_parallel_rank_of_a_llama_reads_its_chunk(ext, tmp_path):
+    torch.manual_seed(3)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=256,
+    )
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(tmp_path, max_shard_size="60KB")
+    assert len(shards(tmp_path)) > 2
+    state = model.state_dict()
+    assert {split_of(n) for n in state} == {0, 1, None}
+    headers = header_bytes(tmp_path)
+    for world in [1, 2, 4]:
+        ranks = []
+        for rank in range(world):
+            before = rchar()
+            loaded = ext.llama_rank(str(tmp_path), rank, world)
+            read = rchar() - before
+            ranks.append({k: torch.from_dlpack(v) for k, v in loaded.items()})
+            assert set(loaded) == set(state)
+            share = 0
+            for name, full in state.items():
+                dim = split_of(name)
+                theirs = full.float()
+                if dim is not None:
+                    theirs = torch.chunk(theirs, world, dim)[rank]
+                ours = ranks[-1][name]
+                assert ours.shape == theirs.shape, (name, rank, world)
+                assert torch.equal(as_bits(ours), as_bits(theirs)), (name, rank, world)
+                stored = full.numel() * full.element_size()
+                share += stored if dim is None else stored // world
+            # The rank's bytes, each row segment of a dim-1 split read exactly, and the
+            # headers opening reads: nothing more.
+            assert share <= read - headers <= share * 1.01, (read, headers, share, world)
+        for name, full in state.items():
+            dim = split_of(name)
+            if dim is not None:
+                whole = torch.cat([r[name] for r in ranks], dim)
+                assert torch.equal(as_bits(whole), as_bits(full.float())), name
+    message = "invalid tensor-parallel rank 4: the ranks of a world of size 4 are 0 to 3"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ext.llama_rank(str(tmp_path), 4, 4)
+    # 64 rows of `q_proj` do not split between 3 ranks: refused before reading, naming
+    # the tensor, its full shape, the dimension and the world size.
+    message = (
+        "tensor 'model.layers.0.self_attn.q_proj.weight': cannot split a tensor of shape "
+        "[64, 64] along dimension 0 between 3 ranks: 64 is not a multiple of 3; "
+    )
+    before = rchar()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ext.llama_rank(str(tmp_path), 0, 3)
+    split = [t for n, t in state.items() if split_of(n) is not None]
+    smallest = min(t.numel() * t.element_size() for t in split)
+    assert rchar() - before < headers + smallest
 
 
 def test_from_pretrained_reads_a_checkpoint_written_in_rust(ext, gpt2_f32, tmp_path):

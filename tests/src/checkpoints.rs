@@ -308,6 +308,71 @@ fn llama_as_f32(path: PathBuf) -> PyResult<TensorBatch> {
     Ok(model.to_dlpack()?)
 }
 
+// The same Llama as one rank of a tensor-parallel group takes it, split as Megatron
+// splits it: the attention's projections and the MLP's gate and up by output rows
+// (column-parallel, dimension 0), the output projections by input columns
+// (row-parallel, dimension 1); embeddings, norms and the head replicated.
+
+#[derive(ToDLPack, FromDLPack)]
+struct LlamaRank {
+    model: LlamaModelRank,
+    lm_head: Linear,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct LlamaModelRank {
+    embed_tokens: Linear,
+    layers: Vec<DecoderRank>,
+    norm: Linear,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct DecoderRank {
+    self_attn: SelfAttentionRank,
+    mlp: GatedMlpRank,
+    input_layernorm: Linear,
+    post_attention_layernorm: Linear,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct SelfAttentionRank {
+    #[dlpack(split = 0)]
+    q_proj: Linear,
+    #[dlpack(split = 0)]
+    k_proj: Linear,
+    #[dlpack(split = 0)]
+    v_proj: Linear,
+    #[dlpack(split = 1)]
+    o_proj: Linear,
+}
+
+#[derive(ToDLPack, FromDLPack)]
+struct GatedMlpRank {
+    #[dlpack(split = 0)]
+    gate_proj: Linear,
+    #[dlpack(split = 0)]
+    up_proj: Linear,
+    #[dlpack(split = 1)]
+    down_proj: Linear,
+}
+
+/// Loads rank `rank` of `world_size` of a Llama checkpoint into [`LlamaRank`] (floats
+/// converted to `convert` if given, else float32), with one thread, and exports it: the
+/// `dict` Python compares with `torch.chunk(full, world_size, dim)[rank]`.
+#[pyfunction]
+#[pyo3(signature = (path, rank, world_size, convert = "float32"))]
+fn llama_rank(
+    path: PathBuf,
+    rank: usize,
+    world_size: usize,
+    convert: Option<&str>,
+) -> PyResult<TensorBatch> {
+    let checkpoint = Checkpoint::open(path)?;
+    let options = options(convert, Some(1))?.tensor_parallel(rank, world_size);
+    let model: LlamaRank = checkpoint.read_with(&options)?;
+    Ok(model.to_dlpack()?)
+}
+
 /// Adds this module's functions to the extension.
 pub(crate) fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_checkpoint, m)?)?;
@@ -316,5 +381,6 @@ pub(crate) fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpt2_logits, m)?)?;
     m.add_function(wrap_pyfunction!(gpt2_fifth_layer, m)?)?;
     m.add_function(wrap_pyfunction!(llama_as_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(llama_rank, m)?)?;
     Ok(())
 }

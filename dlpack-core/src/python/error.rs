@@ -70,6 +70,8 @@ impl From<Error> for PyErr {
             | Error::NotSelected { .. }
             | Error::StateDict { .. }
             | Error::InvalidName { .. }
+            | Error::InvalidRank { .. }
+            | Error::InvalidSplit { .. }
             | Error::InvalidFile { .. }
             // (`root` never returns a `Tensor`: it unwraps them.)
             | Error::Tensor { .. } => PyValueError::new_err(message),

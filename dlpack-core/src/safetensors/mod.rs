@@ -147,6 +147,67 @@
 //! # Ok::<(), dlpack_core::Error>(())
 //! ```
 //!
+//! ## Tensor-parallel ranks
+//!
+//! A rank of a tensor-parallel group reads only its part of the weights. The struct
+//! declares, per field, the dimension its tensors are split along,
+//! `#[dlpack(split = D)]` (Megatron's column-parallel layers along 0, row-parallel ones
+//! along 1; a field without it is replicated, read whole by every rank), and the load
+//! names the rank, [`ReadOptions::tensor_parallel`]`(rank, world_size)`. Each split field
+//! then receives PyTorch's `torch.chunk(full, world_size, D)[rank]`:
+//!
+//! - **Only the rank's bytes are read**: one range per tensor for a split along
+//!   dimension 0 (or after extents of 1 only), else one range per row of the dimensions
+//!   before `D`, each read exactly. No byte outside the rank's part is read (the bound
+//!   on over-read is zero), and nothing is advised to the kernel's readahead beyond
+//!   those ranges; a converting load ([`ReadOptions::convert_floats`]) converts the
+//!   part as it reads it.
+//! - **Shapes are checked against the full tensors**, from the headers, at every world
+//!   size and before anything is read: a dimension the tensor does not have, or an
+//!   extent that is not a multiple of the world size, is an [`Error::InvalidSplit`]
+//!   naming the tensor, its full shape, the dimension and the world size (all of them
+//!   at once, in one [`Error::StateDict`]); a rank not below the world size is an
+//!   [`Error::InvalidRank`].
+//! - [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`] and the in-place loads
+//!   split; a [`Checkpoint::map`] and [`Checkpoint::read_where`] have no type to say
+//!   what is split, and give whole tensors. At world size 1 everything is as without
+//!   the option.
+//!
+#![cfg_attr(all(feature = "ndarray", feature = "derive"), doc = "```")]
+#![cfg_attr(not(all(feature = "ndarray", feature = "derive")), doc = "```ignore")]
+//! use dlpack_core::safetensors::{Checkpoint, ReadOptions};
+//! use dlpack_core::{FromDLPack, ToDLPack};
+//! use ndarray::{Array1, Array2, s};
+//!
+//! #[derive(ToDLPack, FromDLPack)]
+//! struct Mlp {
+//!     #[dlpack(split = 0)] // column-parallel: rows
+//!     up: Array2<f32>,
+//!     #[dlpack(split = 1)] // row-parallel: columns
+//!     down: Array2<f32>,
+//!     norm: Array1<f32>, // replicated
+//! }
+//!
+//! # let folder = tempfile::tempdir().unwrap();
+//! # let dir = folder.path();
+//! let whole = || Mlp {
+//!     up: Array2::from_shape_fn((8, 4), |(i, j)| (i * 4 + j) as f32),
+//!     down: Array2::from_shape_fn((4, 8), |(i, j)| (i * 8 + j) as f32),
+//!     norm: Array1::ones(4),
+//! };
+//! whole().to_dlpack()?.write_checkpoint(dir, 1 << 20)?;
+//! let full = whole();
+//! let checkpoint = Checkpoint::open(dir)?;
+//! // Rank 1 of 4: a quarter of `up`'s rows and of `down`'s columns, all of `norm`.
+//! let rank: Mlp = checkpoint.read_with(&ReadOptions::new().tensor_parallel(1, 4))?;
+//! assert_eq!(rank.up, full.up.slice(s![2..4, ..]));
+//! assert_eq!(rank.down, full.down.slice(s![.., 2..4]));
+//! assert_eq!(rank.norm, full.norm);
+//! // 8 rows do not split between 3 ranks: refused before reading.
+//! assert!(checkpoint.read_with::<Mlp>(&ReadOptions::new().tensor_parallel(0, 3)).is_err());
+//! # Ok::<(), dlpack_core::Error>(())
+//! ```
+//!
 //! With the `pyo3` feature a [`TensorBatch`] is a Python `dict` of tensors that PyTorch,
 //! NumPy and JAX take without a copy: a mapped file gives PyTorch writable tensors over
 //! private pages, as `safetensors.torch.load_file` does.

@@ -10,6 +10,12 @@
 //! buffers a load uses beyond its output are at most [`STAGING`] bytes per thread (plus
 //! the conversion's own 96 KiB), and a read that converts nothing uses none (the
 //! threads' stacks, the work items and the headers aside: see the module's docs).
+//!
+//! A rank of a tensor-parallel group reads only its part of a split tensor
+//! ([`Part`]): one range for a split along the first dimension (or any dimension after
+//! extents of 1), else one range per row of the dimensions before the split (the row
+//! segments, each read exactly, coalesced where they touch): nothing outside the part
+//! is read.
 
 use std::fs::File;
 use std::num::NonZeroUsize;
@@ -51,6 +57,132 @@ pub(super) struct Source<'a> {
     /// Its bytes in the file (checked against the dtype and shape by the header's
     /// parser).
     pub(super) len: usize,
+    /// The dimension it is split along between the ranks of a tensor-parallel group,
+    /// if it is (read whole when the plan has no rank).
+    pub(super) split: Option<usize>,
+}
+
+impl Source<'_> {
+    /// The part of the tensor the plan's rank reads (the whole tensor when it is not
+    /// split or the plan has no rank); an [`Error::InvalidSplit`] naming the tensor
+    /// when it cannot be split so.
+    pub(super) fn part(&self, plan: Plan) -> Result<Part> {
+        Part::new(self.dtype, self.shape, self.len, self.split, plan.rank)
+            .map_err(|e| e.in_tensor(self.name))
+    }
+}
+
+/// The ranks of a tensor-parallel group, and the one that reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rank {
+    /// The rank reading, below `world`.
+    pub(crate) rank: usize,
+    /// The number of ranks, at least 1.
+    pub(crate) world: usize,
+}
+
+/// The bytes of a tensor one rank reads, and the shape they make: `rows` segments of
+/// `len` bytes, the first `first` bytes after the tensor's start, each `stride` bytes
+/// after the one before (the whole tensor: one segment of all its bytes).
+///
+/// A tensor of shape `[a.., n, b..]` split along the dimension of `n` between `w` ranks
+/// gives rank `r` the elements `[.., r*n/w .. (r+1)*n/w, ..]` (PyTorch's
+/// `torch.chunk(full, w, dim)[r]` for an even split): for each index of the dimensions
+/// before the split (a row), one run of `n/w * product(b..)` elements. Runs that touch
+/// (`stride == len`: one rank) are one segment; a split along the first dimension, or
+/// after extents of 1 only, is one segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub(crate) shape: Vec<usize>,
+    pub(crate) rows: usize,
+    pub(crate) len: usize,
+    pub(crate) stride: usize,
+    pub(crate) first: usize,
+}
+
+impl Part {
+    /// The part of a tensor of `dtype` and `shape` (`len` bytes) that `rank` reads when
+    /// it is split along `split`: the whole tensor when either is `None`; an
+    /// [`Error::InvalidSplit`] for a dimension the shape does not have, an extent that
+    /// is not a multiple of the world size, or packed elements whose parts would not
+    /// start on whole bytes.
+    pub(crate) fn new(
+        dtype: DataType,
+        shape: &[usize],
+        len: usize,
+        split: Option<usize>,
+        rank: Option<Rank>,
+    ) -> Result<Self> {
+        let whole = Self {
+            shape: shape.to_vec(),
+            rows: usize::from(len > 0),
+            len,
+            stride: len,
+            first: 0,
+        };
+        let (Some(dim), Some(Rank { rank, world })) = (split, rank) else {
+            return Ok(whole);
+        };
+        let refused = || Error::InvalidSplit {
+            shape: shape.to_vec(),
+            dim,
+            world_size: world,
+            dtype,
+        };
+        let Some(&extent) = shape.get(dim) else {
+            return Err(refused());
+        };
+        if world == 0 || extent % world != 0 {
+            return Err(refused());
+        }
+        let part = extent / world;
+        let mut part_shape = shape.to_vec();
+        part_shape[dim] = part;
+        if shape.contains(&0) {
+            // No element, no byte (and extents that may multiply past any integer).
+            return Ok(Self {
+                shape: part_shape,
+                rows: 0,
+                len: 0,
+                stride: 0,
+                first: 0,
+            });
+        }
+        if world == 1 {
+            return Ok(whole);
+        }
+        // A non-empty shape's element count fits `isize` (the header's checks), and
+        // its bits fit `u128`.
+        let outer: usize = shape[..dim].iter().product();
+        let inner: u128 = shape[dim + 1..].iter().map(|&d| d as u128).product();
+        let bits = u128::from(dtype.bits());
+        let (segment, row) = (part as u128 * inner * bits, extent as u128 * inner * bits);
+        if segment % 8 != 0 || row % 8 != 0 {
+            return Err(refused());
+        }
+        // Each at most the tensor's bytes, which fit `usize`.
+        let (segment, row) = ((segment / 8) as usize, (row / 8) as usize);
+        Ok(Self {
+            shape: part_shape,
+            rows: outer,
+            len: segment,
+            stride: row,
+            first: rank * segment,
+        })
+    }
+
+    /// The bytes read, in the file.
+    pub(crate) fn bytes(&self) -> usize {
+        self.rows * self.len
+    }
+
+    /// The file ranges read, relative to the tensor's start, in order.
+    fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.rows).map(|row| {
+            let start = self.first + row * self.stride;
+            (start, start + self.len)
+        })
+    }
 }
 
 /// How to read: the threads, and the float type to convert float tensors to.
@@ -58,6 +190,8 @@ pub(super) struct Source<'a> {
 pub(super) struct Plan {
     pub(super) threads: NonZeroUsize,
     pub(super) convert: Option<DataType>,
+    /// The rank reading, for the tensors split between the ranks of a group.
+    pub(super) rank: Option<Rank>,
 }
 
 impl Plan {
@@ -79,12 +213,16 @@ impl Plan {
 /// ends first; [`Error::InvalidFile`] for a `bool` byte other than 0 or 1. Nothing
 /// leaks, and every thread has stopped, when this returns.
 pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTensor>> {
+    let parts = sources
+        .iter()
+        .map(|source| source.part(plan))
+        .collect::<Result<Vec<Part>>>()?;
     let mut buffers = Vec::with_capacity(sources.len());
-    for source in sources {
+    for (source, part) in sources.iter().zip(&parts) {
         let dtype = plan.dtype_of(source.dtype);
-        let count = element_count(source.shape);
+        let count = element_count(&part.shape);
         let len = if dtype == source.dtype {
-            Some(source.len)
+            Some(part.bytes())
         } else {
             // Float types are whole bytes; the count fits `isize` in the stored type,
             // and converting at most doubles it twice (`bfloat16` to `float64`).
@@ -97,8 +235,10 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
         buffers.push(buffer.map_err(|e| e.in_tensor(source.name))?);
     }
     let mut items = Vec::new();
-    for (index, (source, buffer)) in sources.iter().zip(&mut buffers).enumerate() {
-        items.extend(chunks(index, source, plan, buffer.bytes_mut()));
+    for (index, ((source, part), buffer)) in
+        sources.iter().zip(&parts).zip(&mut buffers).enumerate()
+    {
+        items.extend(chunks(index, source, part, plan, buffer.bytes_mut()));
     }
     let total: usize = items.iter().map(|item| item.dst.len()).sum();
     let threads = plan
@@ -107,17 +247,18 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
         .min(total.div_ceil(PER_THREAD))
         .min(items.len())
         .max(1);
-    will_need(sources);
+    will_need(sources, &parts);
     run(items, threads, sources)?;
     sources
         .iter()
+        .zip(&parts)
         .zip(buffers)
-        .map(|(source, buffer)| {
+        .map(|((source, part), buffer)| {
             buffer.into_tensor(Made {
                 name: source.name,
                 path: source.path,
                 dtype: plan.dtype_of(source.dtype),
-                shape: source.shape,
+                shape: &part.shape,
                 flags: 0,
             })
         })
@@ -127,9 +268,10 @@ pub(super) fn read(sources: &[Source<'_>], plan: Plan) -> Result<Vec<ManagedTens
 /// Tells the kernel which bytes of which files are about to be read, so that it reads
 /// them from the disk ahead of the threads, as many at once as the disk takes (a cold
 /// read otherwise waits for each window of readahead in turn); runs of bytes that
-/// follow each other in one file are told as one. Advice only: nothing fails if it is
-/// not taken (and on systems without it, nothing is told).
-fn will_need(sources: &[Source<'_>]) {
+/// follow each other in one file are told as one. Only the bytes read are told (a
+/// rank's segments of a split tensor, not the rows between them). Advice only: nothing
+/// fails if it is not taken (and on systems without it, nothing is told).
+fn will_need(sources: &[Source<'_>], parts: &[Part]) {
     #[cfg(all(target_os = "linux", not(miri)))]
     {
         use std::os::fd::AsRawFd;
@@ -150,11 +292,16 @@ fn will_need(sources: &[Source<'_>]) {
                 libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED)
             };
         };
-        for source in sources.iter().filter(|s| s.len > 0) {
-            let end = source.offset + source.len as u64;
+        let ranges = sources.iter().zip(parts).flat_map(|(source, part)| {
+            part.ranges().map(move |(start, end)| {
+                let offset = source.offset;
+                (source.file, offset + start as u64, offset + end as u64)
+            })
+        });
+        for (source_file, start, end) in ranges.filter(|&(_, start, end)| end > start) {
             match &mut run {
                 Some((file, _, run_end))
-                    if core::ptr::eq(*file, source.file) && *run_end == source.offset =>
+                    if core::ptr::eq(*file, source_file) && *run_end == start =>
                 {
                     *run_end = end;
                 }
@@ -162,7 +309,7 @@ fn will_need(sources: &[Source<'_>]) {
                     if let Some(done) = run.take() {
                         tell(done);
                     }
-                    run = Some((source.file, source.offset, end));
+                    run = Some((source_file, start, end));
                 }
             }
         }
@@ -171,7 +318,7 @@ fn will_need(sources: &[Source<'_>]) {
         }
     }
     #[cfg(not(all(target_os = "linux", not(miri))))]
-    let _ = sources;
+    let _ = (sources, parts);
 }
 
 /// The number of elements of a checked shape (its product fits: the header's checks).
@@ -216,11 +363,13 @@ struct Item<'b> {
     dst: &'b mut [u8],
 }
 
-/// Cuts a tensor's buffer into work items of at most [`CHUNK`] bytes, on element
-/// boundaries when it is converted.
+/// Cuts a tensor's buffer into work items of at most [`CHUNK`] bytes, one segment of
+/// its part (see [`Part`]) after the other, on element boundaries when it is
+/// converted.
 fn chunks<'b>(
     tensor: usize,
     source: &Source<'_>,
+    part: &Part,
     plan: Plan,
     dst: &'b mut [u8],
 ) -> impl Iterator<Item = Item<'b>> + use<'b> {
@@ -232,15 +381,24 @@ fn chunks<'b>(
         (Some((from, to)), from.size_in_bytes(), to.size_in_bytes())
     };
     let elements = (CHUNK / from_size.max(to_size)).max(1);
-    let offset = source.offset;
-    dst.chunks_mut(elements * to_size)
+    // Each segment's bytes in the buffer; an empty part has no segment.
+    let segment = part.len / from_size * to_size;
+    let (rows, stride, start) = (part.rows, part.stride, source.offset + part.first as u64);
+    let dst = if segment == 0 { &mut [][..] } else { dst };
+    dst.chunks_mut(segment.max(1))
+        .take(rows)
         .enumerate()
-        .map(move |(i, dst)| Item {
-            tensor,
-            offset: offset + (i * elements * from_size) as u64,
-            len: dst.len() / to_size * from_size,
-            convert,
-            dst,
+        .flat_map(move |(row, dst)| {
+            let offset = start + (row * stride) as u64;
+            dst.chunks_mut(elements * to_size)
+                .enumerate()
+                .map(move |(i, dst)| Item {
+                    tensor,
+                    offset: offset + (i * elements * from_size) as u64,
+                    len: dst.len() / to_size * from_size,
+                    convert,
+                    dst,
+                })
         })
 }
 
@@ -507,4 +665,70 @@ pub(super) fn not_a_bool(path: &Path, tensor: &str, index: usize, byte: u8) -> E
         Some(tensor),
         format!("element {index} holds byte {byte}, and a bool must be 0 or 1"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(
+        dtype: DataType,
+        shape: &[usize],
+        split: usize,
+        rank: usize,
+        world: usize,
+    ) -> Result<Part> {
+        let bits: usize = shape.iter().product::<usize>() * usize::from(dtype.bits());
+        Part::new(
+            dtype,
+            shape,
+            bits.div_ceil(8),
+            Some(split),
+            Some(Rank { rank, world }),
+        )
+    }
+
+    #[test]
+    fn a_rank_reads_one_range_along_dim_0_and_row_segments_inside() {
+        // [8, 6] float32, dim 0 of 4: rows 4..6, one range of 2 * 6 * 4 bytes.
+        let p = part(DataType::F32, &[8, 6], 0, 2, 4).unwrap();
+        assert_eq!(
+            (p.shape.as_slice(), p.rows, p.len, p.first),
+            (&[2, 6][..], 1, 48, 96)
+        );
+        // Dim 1 of 3: columns 2..4 of each of the 8 rows, 8 bytes every 24.
+        let p = part(DataType::F32, &[8, 6], 1, 1, 3).unwrap();
+        assert_eq!((p.rows, p.len, p.stride, p.first), (8, 8, 24, 8));
+        assert_eq!(p.bytes(), 8 * 6 * 4 / 3);
+        // After extents of 1 only: one range.
+        let p = part(DataType::F32, &[1, 8, 6], 1, 3, 4).unwrap();
+        assert_eq!((p.rows, p.len, p.first), (1, 48, 144));
+        // One rank: the whole tensor; an empty one: nothing.
+        let p = part(DataType::F32, &[8, 6], 1, 0, 1).unwrap();
+        assert_eq!((p.rows, p.len), (1, 192));
+        let p = part(DataType::F32, &[0, 6], 1, 1, 2).unwrap();
+        assert_eq!((p.shape.as_slice(), p.rows, p.len), (&[0, 3][..], 0, 0));
+    }
+
+    #[test]
+    fn packed_parts_must_start_on_whole_bytes() {
+        // float4: 2 of 4 columns are one byte; 1 of 2 half a byte.
+        let p = part(DataType::F4_E2M1FN, &[3, 4], 1, 1, 2).unwrap();
+        assert_eq!((p.rows, p.len, p.stride, p.first), (3, 1, 2, 1));
+        let err = part(DataType::F4_E2M1FN, &[3, 2], 1, 1, 2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot split a tensor of shape [3, 2] along dimension 1 between 2 ranks: a \
+             float4_e2m1fn element takes 4 bits, and the parts would not start on whole bytes"
+        );
+        let err = part(DataType::F32, &[3, 2], 2, 0, 2).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::InvalidSplit {
+                dim: 2,
+                world_size: 2,
+                ..
+            }
+        ));
+    }
 }

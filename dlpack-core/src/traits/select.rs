@@ -10,7 +10,9 @@ use crate::dtype::DataType;
 
 /// What a value expects of one tensor it takes: its dtype and rank where its type fixes
 /// them (an `Array2<f32>` field: `float32`, 2), `None` where anything goes (a
-/// [`ManagedTensor`](crate::ManagedTensor) field, or `IxDyn`).
+/// [`ManagedTensor`](crate::ManagedTensor) field, or `IxDyn`), and the dimension it is
+/// split along between the ranks of a tensor-parallel group, if it is (a field with
+/// `#[dlpack(split = D)]`: see [`Selection::split_along`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Expected {
@@ -18,6 +20,10 @@ pub struct Expected {
     pub dtype: Option<DataType>,
     /// The number of dimensions, if the type fixes it.
     pub ndim: Option<usize>,
+    /// The dimension the tensor is split along between the ranks of a tensor-parallel
+    /// group, each rank taking an equal part (PyTorch's `torch.chunk(full, world_size,
+    /// dim)[rank]`); `None` when every rank takes it whole (replicated).
+    pub split: Option<usize>,
 }
 
 impl Expected {
@@ -25,11 +31,32 @@ impl Expected {
     pub const ANY: Self = Self {
         dtype: None,
         ndim: None,
+        split: None,
     };
 
     /// A tensor of `dtype` (if given) and `ndim` dimensions (if given).
     pub const fn new(dtype: Option<DataType>, ndim: Option<usize>) -> Self {
-        Self { dtype, ndim }
+        Self {
+            dtype,
+            ndim,
+            split: None,
+        }
+    }
+
+    /// The same, split along dimension `dim` between the ranks of a tensor-parallel
+    /// group.
+    ///
+    /// ```
+    /// use dlpack_core::DataType;
+    /// use dlpack_core::implement::Expected;
+    ///
+    /// let expected = Expected::new(Some(DataType::F32), Some(2)).split_along(1);
+    /// assert_eq!(expected.split, Some(1));
+    /// ```
+    #[must_use]
+    pub const fn split_along(mut self, dim: usize) -> Self {
+        self.split = Some(dim);
+        self
     }
 }
 
@@ -55,6 +82,9 @@ pub struct Selection<'a> {
     seen: BTreeMap<String, usize>,
     /// Names taken that the source lacks.
     missing: Vec<String>,
+    /// The dimension the tensors taken now are split along (inside
+    /// [`split_along`](Self::split_along)).
+    split: Option<usize>,
 }
 
 impl<'a> Selection<'a> {
@@ -65,6 +95,7 @@ impl<'a> Selection<'a> {
             taken: Vec::new(),
             seen: BTreeMap::new(),
             missing: Vec::new(),
+            split: None,
         }
     }
 
@@ -112,10 +143,38 @@ impl<'a> Selection<'a> {
             .collect()
     }
 
-    /// Takes the tensor named `name`, expected to be as `expected` says; a name the
-    /// source lacks, or one already taken, is recorded as missing (as `from_dlpack_in`
-    /// finds it missing from the batch).
+    /// Runs `select` (a field's `select_in`) with every tensor it takes split along
+    /// dimension `dim` between the ranks of a tensor-parallel group, unless what it
+    /// takes says otherwise (its own [`Expected::split`], or a `split_along` inside):
+    /// what a field with `#[dlpack(split = D)]` selects.
+    ///
+    /// ```
+    /// use std::collections::BTreeSet;
+    ///
+    /// use dlpack_core::implement::{Expected, Selection};
+    ///
+    /// let names: BTreeSet<String> = ["q.weight", "o.weight"].map(String::from).into();
+    /// let mut selection = Selection::new(&names);
+    /// selection.split_along(0, |s| s.take("q.weight", Expected::ANY));
+    /// selection.take("o.weight", Expected::ANY);
+    /// assert_eq!(selection.taken()[0].1.split, Some(0));
+    /// assert_eq!(selection.taken()[1].1.split, None);
+    /// ```
+    pub fn split_along(&mut self, dim: usize, select: impl FnOnce(&mut Self)) {
+        let outer = self.split.replace(dim);
+        select(self);
+        self.split = outer;
+    }
+
+    /// Takes the tensor named `name`, expected to be as `expected` says (split along
+    /// the dimension of an enclosing [`split_along`](Self::split_along) if `expected`
+    /// does not say); a name the source lacks, or one already taken, is recorded as
+    /// missing (as `from_dlpack_in` finds it missing from the batch).
     pub fn take(&mut self, name: &str, expected: Expected) {
+        let expected = Expected {
+            split: expected.split.or(self.split),
+            ..expected
+        };
         if !self.contains(name) {
             if !self.missing.iter().any(|m| m == name) {
                 self.missing.push(name.to_owned());

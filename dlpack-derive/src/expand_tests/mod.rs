@@ -96,6 +96,24 @@ fn from_dlpack_pair() {
     check(from_dlpack::derive, "from_dlpack_pair", pair());
 }
 
+/// Tensor-parallel fields: split along dimension 0 and 1, one split and renamed, one
+/// split through a `with` module, one replicated.
+#[test]
+fn from_dlpack_split() {
+    let input = quote! {
+        struct Attention {
+            #[dlpack(split = 0)]
+            q_proj: Linear,
+            #[dlpack(split = 1, rename = "out")]
+            o_proj: Array2<f32>,
+            #[dlpack(split = 0, with = "module")]
+            rotary: Rotary,
+            norm: Array1<f32>,
+        }
+    };
+    check(from_dlpack::derive, "from_dlpack_split", input);
+}
+
 #[test]
 fn unit_struct() {
     let input = quote!(
@@ -135,7 +153,8 @@ fn errors_are_collected() {
         [
             "invalid dlpack attribute `crate`: `not a path` is not a path",
             "unknown dlpack container attribute `unknown` (expected `crate` or `bound`)",
-            "unknown dlpack field attribute `renam` (expected `rename`, `skip`, `flatten` or `with`)",
+            "unknown dlpack field attribute `renam` (expected `rename`, `skip`, `flatten`, `with` \
+             or `split`)",
             "duplicate dlpack attribute `skip`",
             "invalid dlpack attribute `rename`: a tensor name must not contain `.`, \
              which separates nested names",

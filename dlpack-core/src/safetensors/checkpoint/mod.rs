@@ -397,11 +397,17 @@ impl Checkpoint {
         }
     }
 
-    /// Reads the tensors at `taken` (indices into `tensors`), in that order, in runs
-    /// that open at most [`KEPT_OPEN`] shards again each. A shard whose length is no
-    /// longer the one it had when opened is an error (its header would no longer
-    /// describe it), and so is a shard opened again that is another file.
-    fn read_tensors(&self, taken: &[usize], plan: Plan) -> Result<Vec<ManagedTensor>> {
+    /// Reads the tensors at `taken` (indices into `tensors`, each with the dimension it
+    /// is split along between the ranks of the plan's group, if it is), in that order,
+    /// in runs that open at most [`KEPT_OPEN`] shards again each: of a split tensor,
+    /// only the plan's rank's part. A shard whose length is no longer the one it had
+    /// when opened is an error (its header would no longer describe it), and so is a
+    /// shard opened again that is another file.
+    fn read_tensors(
+        &self,
+        taken: &[(usize, Option<usize>)],
+        plan: Plan,
+    ) -> Result<Vec<ManagedTensor>> {
         let mut tensors = Vec::with_capacity(taken.len());
         // The shards opened again for the run being read, by shard.
         let mut again: Vec<Option<File>> = self.shards.iter().map(|_| None).collect();
@@ -410,7 +416,7 @@ impl Checkpoint {
         while start < taken.len() {
             let mut opened = 0;
             let mut end = start;
-            for &i in &taken[start..] {
+            for &(i, _) in &taken[start..] {
                 let at = self.tensors[i].shard;
                 let shard = &self.shards[at];
                 if shard.file.is_none() && again[at].is_none() {
@@ -431,7 +437,7 @@ impl Checkpoint {
                 end += 1;
             }
             let mut sources = Vec::with_capacity(end - start);
-            for &i in &taken[start..end] {
+            for &(i, split) in &taken[start..end] {
                 let stored = &self.tensors[i];
                 let shard = &self.shards[stored.shard];
                 let entry = &shard.header.entries[stored.entry];
@@ -447,6 +453,7 @@ impl Checkpoint {
                     dtype: entry.dtype,
                     shape: &entry.shape,
                     len: entry.end - entry.begin,
+                    split,
                 });
             }
             tensors.extend(read::read(&sources, plan)?);

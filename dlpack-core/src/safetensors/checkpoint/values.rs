@@ -16,11 +16,12 @@ use crate::traits::{FromDLPack, LoadReport, Selection, finish, load_in, merge};
 use crate::safetensors::convert;
 use crate::safetensors::file::{assemble, map_file, open};
 use crate::safetensors::header::invalid;
-use crate::safetensors::read::Plan;
+use crate::safetensors::read::{Part, Plan, Rank};
 
 use super::Checkpoint;
 
-/// How a [`Checkpoint`] reads: float conversion, and the number of threads.
+/// How a [`Checkpoint`] reads: float conversion, the number of threads, and the rank
+/// of a tensor-parallel group that reads.
 ///
 /// ```
 /// use dlpack_core::DataType;
@@ -28,12 +29,16 @@ use super::Checkpoint;
 ///
 /// // bfloat16, float16 and float64 tensors become float32 while they are read.
 /// let options = ReadOptions::new().convert_floats(DataType::F32).threads(4);
-/// # let _ = options;
+/// // Rank 1 of 4: each field declared `#[dlpack(split = D)]` gets its quarter.
+/// let rank = ReadOptions::new().tensor_parallel(1, 4);
+/// # let _ = (options, rank);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     convert: Option<DataType>,
     threads: Option<NonZeroUsize>,
+    /// `(rank, world_size)`, checked when the options are used.
+    parallel: Option<(usize, usize)>,
 }
 
 impl ReadOptions {
@@ -67,17 +72,55 @@ impl ReadOptions {
         self
     }
 
-    /// The reading plan; an error for a conversion to a type that is not a float.
+    /// Reads as rank `rank` of a tensor-parallel group of `world_size` ranks: each
+    /// tensor that a field declares split along a dimension (`#[dlpack(split = D)]`
+    /// on the field of a `#[derive(FromDLPack)]` struct, or
+    /// [`Expected::split`](crate::implement::Expected::split) in a `select_in` of your
+    /// own) is read as the rank's equal part along that dimension, PyTorch's
+    /// `torch.chunk(full, world_size, D)[rank]`; every other tensor is read whole
+    /// (replicated). Only the part's bytes are read: one range per tensor for a split
+    /// along the first dimension, one range per row of the dimensions before `D`
+    /// otherwise (each read exactly: nothing outside the part is read), converted on
+    /// the way when [`convert_floats`](Self::convert_floats) asks.
+    ///
+    /// Shapes are checked against the full tensors in the headers, at every world size,
+    /// before anything is read: a split dimension the tensor does not have, an extent
+    /// that is not a multiple of `world_size`, or packed elements (float6, float4)
+    /// whose parts would not start on whole bytes is an [`Error::InvalidSplit`] naming
+    /// the tensor, its shape, the dimension and the world size. A `world_size` of 0 or
+    /// a `rank` not below it is an [`Error::InvalidRank`] when the options are used.
+    /// At a world size of 1 every tensor is read whole, as without this option.
+    ///
+    /// Used by [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`] and the
+    /// in-place loads (which learn the splits from the value's type, for the tensors a
+    /// fresh value of it would take); [`Checkpoint::read_where_with`] has no type to
+    /// declare splits, and reads every tensor whole.
+    #[must_use]
+    pub fn tensor_parallel(mut self, rank: usize, world_size: usize) -> Self {
+        self.parallel = Some((rank, world_size));
+        self
+    }
+
+    /// The reading plan; an error for a conversion to a type that is not a float, or a
+    /// rank that is not in its group.
     fn plan(&self) -> Result<Plan> {
         if let Some(dtype) = self.convert.filter(|&d| !convert::is_float(d)) {
             return Err(Error::UnsupportedDtype { dtype });
         }
+        let rank = match self.parallel {
+            Some((rank, world_size)) if world_size == 0 || rank >= world_size => {
+                return Err(Error::InvalidRank { rank, world_size });
+            }
+            Some((rank, world)) => Some(Rank { rank, world }),
+            None => None,
+        };
         let threads = self
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
         Ok(Plan {
             threads,
             convert: self.convert,
+            rank,
         })
     }
 }
@@ -239,9 +282,26 @@ impl Checkpoint {
         options: &ReadOptions,
         lenient: bool,
     ) -> Result<LoadReport> {
+        let plan = options.plan()?;
         // Every tensor: a value in place may take what a fresh one would not select
         // (the items of a `Vec` past a gap in the checkpoint's, a map's keys it holds).
-        let batch = self.read_where_with(|_| true, options)?;
+        // A rank reads its part of those a fresh value would take split.
+        let mut taken: Vec<(usize, Option<usize>)> =
+            (0..self.tensors.len()).map(|i| (i, None)).collect();
+        if plan.rank.is_some() {
+            let selection = self.selection::<T>();
+            let errors = self.unsplittable(&selection, plan);
+            if !errors.is_empty() {
+                return Err(merge(errors, Vec::new()));
+            }
+            for (name, expected) in selection.taken() {
+                if let Some(i) = self.index_of(name) {
+                    taken[i].1 = expected.split;
+                }
+            }
+        }
+        let tensors = self.read_tensors(&taken, plan)?;
+        let batch = self.batch((0..self.tensors.len()).map(|i| self.name(i)).zip(tensors))?;
         let (report, err) = load_in(value, batch);
         finish(report, err, lenient)
     }
@@ -288,6 +348,32 @@ impl Checkpoint {
                 errors.push(err.in_tensor(name));
             }
         }
+        errors.extend(self.unsplittable(selection, plan));
+        errors
+    }
+
+    /// The tensors `selection` takes split that the plan's rank cannot take its part
+    /// of (the full shapes in the headers): none without a rank.
+    fn unsplittable(&self, selection: &Selection<'_>, plan: Plan) -> Vec<Error> {
+        if plan.rank.is_none() {
+            return Vec::new();
+        }
+        let mut errors = Vec::new();
+        for (name, expected) in selection.taken() {
+            let (Some(dim), Some(tensor)) = (expected.split, self.tensor(name)) else {
+                continue;
+            };
+            let part = Part::new(
+                tensor.dtype(),
+                tensor.shape(),
+                tensor.byte_len(),
+                Some(dim),
+                plan.rank,
+            );
+            if let Err(err) = part {
+                errors.push(err.in_tensor(name));
+            }
+        }
         errors
     }
 
@@ -296,11 +382,20 @@ impl Checkpoint {
     /// names as a batch of all of them would show them (which `Vec` items exist, which
     /// `Option`s are there, which map keys).
     fn selected_batch(&self, selection: &Selection<'_>, plan: Plan) -> Result<TensorBatch> {
-        let taken: Vec<usize> = (0..self.tensors.len())
-            .filter(|&i| selection.is_taken(self.name(i)))
+        // Each tensor taken, with the dimension it is split along, if it is.
+        let mut split_of: Vec<Option<Option<usize>>> = vec![None; self.tensors.len()];
+        for (name, expected) in selection.taken() {
+            if let Some(i) = self.index_of(name) {
+                split_of[i] = Some(expected.split);
+            }
+        }
+        let taken: Vec<(usize, Option<usize>)> = split_of
+            .iter()
+            .enumerate()
+            .filter_map(|(i, split)| split.map(|split| (i, split)))
             .collect();
         let read = self.read_tensors(&taken, plan)?;
-        let mut read = taken.iter().copied().zip(read).peekable();
+        let mut read = taken.iter().map(|&(i, _)| i).zip(read).peekable();
         let mut batch = TensorBatch::with_capacity(self.tensors.len());
         for i in 0..self.tensors.len() {
             let tensor = match read.next_if(|(at, _)| *at == i) {
@@ -331,11 +426,12 @@ impl Checkpoint {
         options: &ReadOptions,
     ) -> Result<TensorBatch> {
         let plan = options.plan()?;
-        let taken: Vec<usize> = (0..self.tensors.len())
+        let taken: Vec<(usize, Option<usize>)> = (0..self.tensors.len())
             .filter(|&i| filter(self.name(i)))
+            .map(|i| (i, None))
             .collect();
         let tensors = self.read_tensors(&taken, plan)?;
-        self.batch(taken.iter().map(|&i| self.name(i)).zip(tensors))
+        self.batch(taken.iter().map(|&(i, _)| self.name(i)).zip(tensors))
     }
 }
 
