@@ -138,12 +138,14 @@ pub(crate) fn if_attached<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
 }
 
 /// Lets a reference to a Python object go, from any thread, without waiting for the
-/// GIL where PyO3 can defer it: at once on an attached thread; on one that is not, as
-/// PyO3 lets a `Py` go (PyO3's reference pool releases it at the next attach). Where the
-/// pool is disabled (`--cfg pyo3_disable_reference_pool`, under which PyO3 aborts on such
-/// a drop) it attaches through the GIL-state API, as NumPy's deleters do.
+/// GIL where PyO3 can defer it: at once on an attached thread (whoever attached it:
+/// PyO3's own `Py` drop asks PyO3's count of its attachments, which a thread attached by
+/// Python code, a C callback or the GIL-state API does not have); on one that is not,
+/// as PyO3 lets a `Py` go (its reference pool releases it at the next attach). Where
+/// the pool is disabled (`--cfg pyo3_disable_reference_pool`, under which PyO3 aborts
+/// on such a drop) it attaches through the GIL-state API, as NumPy's deleters do.
 pub(crate) fn release_object(obj: Py<PyAny>) {
-    if attached() == Attached::Yes || cfg!(not(pyo3_disable_reference_pool)) {
+    if attached() != Attached::Yes && cfg!(not(pyo3_disable_reference_pool)) {
         drop(obj);
     } else if let Some(obj) = NonNull::new(obj.into_ptr()) {
         release_reference(obj);

@@ -88,7 +88,9 @@ mod with_python {
                     }
                 }
             };
-            drop(spare);
+            if let Some(spare) = spare {
+                release_object(spare);
+            }
             Ok(object)
         }
 

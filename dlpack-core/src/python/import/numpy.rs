@@ -23,7 +23,7 @@ use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 use std::sync::OnceLock;
 
-use pyo3::exceptions::PyAttributeError;
+use pyo3::exceptions::{PyAttributeError, PyBufferError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -103,11 +103,26 @@ pub(super) fn user_type_of(obj: &Bound<'_, PyAny>) -> Option<c_int> {
 /// `numpy.ndarray` of a user type, the DLPack type NumPy gave that type number is kept,
 /// so that the next array of that type is read in place ([`read`]) as NumPy's export
 /// would give it.
+///
+/// Only legacy user types are kept (type numbers below NumPy's `StringDType`'s,
+/// `NPY_VSTRING`: NumPy gives every instance of such a type one item size), and only
+/// when the DLPack type's size is the array's item size, so that the extents and strides
+/// read in place are those of the array's own elements.
 pub(super) fn learn(obj: &Bound<'_, PyAny>, tensor: &ManagedTensor) {
-    if let Some(type_num) = user_type_of(obj) {
+    let Some(type_num) = user_type_of(obj).filter(|&n| n < VARIABLE_STRING) else {
+        return;
+    };
+    let py = obj.py();
+    let itemsize = obj
+        .getattr(intern!(py, "itemsize"))
+        .and_then(|n| n.extract::<usize>());
+    if itemsize.is_ok_and(|n| n == tensor.dtype().size_in_bytes()) {
         learn_user_type(type_num, tensor.dtype());
     }
 }
+
+/// `NPY_VSTRING`, `StringDType`'s type number: the first past NumPy's legacy user types.
+const VARIABLE_STRING: c_int = 2056;
 
 #[inline]
 fn is_exact(obj: &Bound<'_, PyAny>, api: &Api) -> bool {
@@ -275,10 +290,10 @@ fn read(obj: &Bound<'_, PyAny>, api: &Api) -> PyResult<Option<ManagedTensor>> {
 /// NumPy exchanges through DLPack from 2.5, once registered: see [`numpy_hint`]. Any
 /// other error (another user type's, NumPy's `StringDType`'s) is returned as it is.
 pub(super) fn user_type_hint(obj: &Bound<'_, PyAny>, err: PyErr) -> PyErr {
-    if user_type_of(obj).is_none() {
+    let py = obj.py();
+    if user_type_of(obj).is_none() || !err.is_instance_of::<PyBufferError>(py) {
         return err;
     }
-    let py = obj.py();
     let Ok(dtype) = obj.getattr(intern!(py, "dtype")) else {
         return err;
     };

@@ -11,7 +11,7 @@ pub(in crate::python) use c_api::own_table;
 
 use std::sync::{Arc, OnceLock};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{IntoPyObject, intern};
@@ -304,9 +304,13 @@ impl Tensor {
                 // bfloat16 and the float8, float6 and float4 types: NumPy has them only
                 // through a dtype package (ml_dtypes), registered with NumPy 2.5.
                 let code = dtype.code();
-                if code == DLDataTypeCode::kDLBfloat
-                    || (DLDataTypeCode::kDLFloat8_e3m4.0..=DLDataTypeCode::kDLFloat4_e2m1fn.0)
-                        .contains(&code.0)
+                // (NumPy's refusal only: a KeyboardInterrupt or MemoryError goes as it is.)
+                let refused = err.is_instance_of::<PyBufferError>(py)
+                    || err.is_instance_of::<PyRuntimeError>(py);
+                if refused
+                    && (code == DLDataTypeCode::kDLBfloat
+                        || (DLDataTypeCode::kDLFloat8_e3m4.0..=DLDataTypeCode::kDLFloat4_e2m1fn.0)
+                            .contains(&code.0))
                 {
                     with_hint(py, err, &numpy_hint(py, &dtype.to_string()))
                 } else {
