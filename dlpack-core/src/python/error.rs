@@ -68,6 +68,8 @@ impl From<Error> for PyErr {
             | Error::UnexpectedTensors { .. }
             | Error::NotSelected { .. }
             | Error::StateDict { .. }
+            | Error::EmptyContainer { .. }
+            | Error::LoneShard { .. }
             | Error::InvalidName { .. }
             | Error::InvalidFile { .. }
             // (`root` never returns a `Tensor`: it unwraps them.)
