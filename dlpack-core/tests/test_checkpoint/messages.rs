@@ -367,6 +367,8 @@ fn load_at_reads_one_layer_from_under_its_prefix() {
         .sum();
     assert!(bytes <= read && read * 100 <= bytes * 101, "{read} {bytes}");
     // Every layer, and the model itself at an empty prefix.
+    let again: Linear<f32> = checkpoint.load_at("layers.7.").unwrap();
+    assert_eq!(again, layer);
     let layers: Vec<Linear<f32>> = checkpoint.load_at("layers").unwrap();
     assert_eq!(layers, full.layers);
     assert_eq!(checkpoint.load_at::<Model<f32>>("").unwrap(), full);

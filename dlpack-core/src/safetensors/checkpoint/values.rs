@@ -204,7 +204,8 @@ impl Checkpoint {
     /// under the prefix that `T` does not take is unexpected, and a dtype or rank that
     /// does not fit is an error, all at once in one [`Error::StateDict`] before a byte
     /// of data is read; the names outside the prefix are never looked at. An empty
-    /// prefix reads the whole checkpoint, as [`read`](Self::read).
+    /// prefix reads the whole checkpoint, as [`read`](Self::read); a trailing `.` is
+    /// ignored.
     ///
     /// ```no_run
     /// # #[cfg(all(feature = "derive", feature = "ndarray"))]
@@ -252,6 +253,8 @@ impl Checkpoint {
     where
         T: FromDLPack<Input = TensorBatch>,
     {
+        // (`model.layers.7.` is `model.layers.7`.)
+        let prefix = prefix.strip_suffix('.').unwrap_or(prefix);
         self.read_as(prefix, options, false).map(|(value, _)| value)
     }
 
