@@ -123,6 +123,10 @@ impl Checkpoint {
     /// entries and `Option`s exist follows all the names, read or not. A tensor `T`
     /// needs and the checkpoint lacks is still an error (a fresh value needs every
     /// field), and so is a dtype or rank that does not fit, as in [`read`](Self::read).
+    /// A `Vec` or map field that took no items while unexpected names beside it look
+    /// like its items (a misnamed field) is in the report's
+    /// [`empty`](LoadReport::empty). For one layer by its prefix, see
+    /// [`load_at`](Self::load_at).
     pub fn read_lenient<T>(&self) -> Result<(T, LoadReport)>
     where
         T: FromDLPack<Input = TensorBatch>,
@@ -173,8 +177,10 @@ impl Checkpoint {
     /// [`value.load_dlpack_lenient`](FromDLPack::load_dlpack_lenient) loads a batch
     /// (PyTorch's `load_state_dict(strict=False)`): the tensors `value` has and the
     /// checkpoint lacks are the report's `missing`, the checkpoint's tensors it does not
-    /// take its `unexpected`; a tensor that does not fit its field is
-    /// still an error.
+    /// take its `unexpected`, and a `Vec` or map of `value` with no items while
+    /// unexpected names beside it look like its items its
+    /// [`empty`](LoadReport::empty); a tensor that does not fit its field is still an
+    /// error.
     pub fn load_into_lenient<T>(&self, value: &mut T) -> Result<LoadReport>
     where
         T: FromDLPack<Input = TensorBatch>,
