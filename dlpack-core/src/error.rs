@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use crate::device::Device;
 use crate::dtype::DataType;
 
+mod patterns;
+
 /// `Result` with [`Error`] as its default error type.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
@@ -258,6 +260,23 @@ pub enum Error {
     /// name and every tensor that could not be taken (each an [`Error::Tensor`] naming
     /// it, with the expected and found dtype, rank or shape), at once. Python:
     /// `ValueError`.
+    ///
+    /// The message is brief where the lists are long, and says the fix it can see; the
+    /// fields keep every name:
+    /// - names that differ only in integer segments are one pattern with a count:
+    ///   `` `layers.{0..31}.self_attn.q_proj.weight` (32) `` (`{0..3,5,7..9}` for
+    ///   indices with gaps), at most 8 patterns of each list, then "and N more";
+    /// - a missing and an unexpected pattern alike but for one word are one rename:
+    ///   "the struct has `self_attention` where the checkpoint has `self_attn`
+    ///   (...): `#[dlpack(rename = "self_attn")]` on the field `self_attention`";
+    /// - a prefix on every unexpected name that, stripped, gives the missing ones (at
+    ///   least half of them) is one line with
+    ///   [`Checkpoint::load_at`](crate::safetensors::Checkpoint::load_at), and a prefix
+    ///   on the missing names that the checkpoint lacks one with `#[dlpack(flatten)]`;
+    /// - an [`Error::EmptyContainer`] or [`Error::LoneShard`] among `failed` says what
+    ///   the unexpected or missing names mean;
+    /// - float tensors of another float type are one line per pair of types, with
+    ///   [`ReadOptions::convert_floats`](crate::safetensors::ReadOptions::convert_floats).
     #[error(
         "state_dict does not fit: {}",
         state_dict_text(missing, unexpected, failed)
@@ -267,7 +286,9 @@ pub enum Error {
         missing: Vec<String>,
         /// Names of the batch that the value does not expect, in batch order.
         unexpected: Vec<String>,
-        /// The tensors that are there but could not be imported.
+        /// The tensors that are there but could not be imported, and what explains
+        /// the missing or unexpected names ([`Error::EmptyContainer`],
+        /// [`Error::LoneShard`]).
         failed: Vec<Error>,
     },
     /// A tensor-parallel rank that is not in its group: a world size of 0, or a rank
@@ -295,6 +316,39 @@ pub enum Error {
         world_size: usize,
         /// The tensor's element type in the file.
         dtype: DataType,
+    },
+    /// A `Vec` or map field took no items while names beside it, that nothing took, look
+    /// like a container's items: most likely a misnamed field (`blocks` where the
+    /// checkpoint says `layers`). A `Vec` field takes `name.0`, `name.1`, ... up to the
+    /// first gap, and an empty one is a valid empty list where nothing looks like its
+    /// items. A strict load reports it in an [`Error::StateDict`] (among its `failed`),
+    /// a lenient one in [`LoadReport::empty`](crate::LoadReport::empty). Python:
+    /// `ValueError`.
+    #[error("{}", empty_container_text(name, kind, like))]
+    EmptyContainer {
+        /// The field's full name (`model.blocks`).
+        name: String,
+        /// What it is: `"Vec"` or `"map"`.
+        kind: &'static str,
+        /// The names at its level that nothing took and that look like its items
+        /// (`model.layers.0.weight`, ...), in the checkpoint's order.
+        like: Vec<String>,
+    },
+    /// Tensors are missing from a checkpoint opened as one shard of several: an index
+    /// beside the file lists it among its shards. Reported in an [`Error::StateDict`]
+    /// (among its `failed`) beside the missing names. Python: `ValueError`.
+    #[error(
+        "`{}` is one of the {shards} shards of `{}` beside it: open that index or its folder",
+        file_name(shard),
+        file_name(index)
+    )]
+    LoneShard {
+        /// The file opened.
+        shard: PathBuf,
+        /// The index beside it that lists it.
+        index: PathBuf,
+        /// How many shards the index lists.
+        shards: usize,
     },
     /// A name cannot be used as a tensor name or name segment. Python: `ValueError`.
     #[error("invalid tensor name `{name}`: {reason}")]
@@ -449,19 +503,90 @@ fn bytes_text(bytes: usize) -> String {
     }
 }
 
+fn file_name(path: &std::path::Path) -> std::borrow::Cow<'_, str> {
+    match path.file_name() {
+        Some(name) => name.to_string_lossy(),
+        None => path.to_string_lossy(),
+    }
+}
+
+fn empty_container_text(name: &str, kind: &str, like: &[String]) -> String {
+    let (parent, field) = match name.rsplit_once('.') {
+        Some((parent, field)) => (parent, field),
+        None => ("", name),
+    };
+    let vec = kind == "Vec";
+    let (items, takes) = if vec {
+        (
+            "items",
+            format!("a Vec takes `{name}.0`, `{name}.1`, … up to the first gap"),
+        )
+    } else {
+        ("entries", format!("a map takes the names under `{name}.`"))
+    };
+    let segments = patterns::look_alike_segments(parent, like);
+    let first = format!("{name}.0");
+    let has_first = like
+        .iter()
+        .any(|n| *n == first || n.strip_prefix(&first).is_some_and(|r| r.starts_with('.')));
+    let fix = match segments[..] {
+        // A `Vec` in place, which loads into the items it has.
+        [one] if one == field && has_first => "a load in place fills the items a Vec has, \
+             and this one has none: read a new value, or give it its items first"
+            .to_owned(),
+        [one] if one == field => format!("{takes}, and there is no `{first}`"),
+        [one] => {
+            format!("`#[dlpack(rename = \"{one}\")]` on it if those are its {items} ({takes})")
+        }
+        _ => format!("`#[dlpack(rename = \"...\")]` on it with the name of its {items} ({takes})"),
+    };
+    format!(
+        "the field `{name}` (a {kind}) took no {items} while the checkpoint has {} ({}): {fix}",
+        patterns::look_alike_text(parent, like, vec),
+        patterns::tensors(like.len())
+    )
+}
+
 fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) -> String {
     let mut parts = Vec::new();
-    if !missing.is_empty() {
-        parts.push(format!("missing tensors {}", quoted(missing)));
+    let mut missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+    let mut unexpected: Vec<&str> = unexpected.iter().map(String::as_str).collect();
+    // What explains the names first: a container that took nothing while its items
+    // seem to be there under another name.
+    let mut hints = Vec::new();
+    let mut rest = Vec::new();
+    for err in failed {
+        match err {
+            Error::EmptyContainer { name, kind, like } => {
+                parts.push(empty_container_text(name, kind, like));
+                let like: std::collections::HashSet<&str> =
+                    like.iter().map(String::as_str).collect();
+                unexpected.retain(|n| !like.contains(n));
+            }
+            Error::LoneShard { .. } => hints.push(err.to_string()),
+            other => rest.push(other),
+        }
     }
-    if !unexpected.is_empty() {
-        parts.push(format!("unexpected tensors {}", quoted(unexpected)));
+    // A prefix that one side has and the other lacks.
+    if let Some((line, used_missing, used_unexpected)) =
+        patterns::prefix_line(&missing, &unexpected)
+    {
+        parts.push(line);
+        missing.retain(|n| !used_missing.contains(n));
+        unexpected.retain(|n| !used_unexpected.contains(n));
     }
+    // Fields named otherwise than the checkpoint names them.
+    let (renames, used_missing, used_unexpected) = patterns::rename_lines(&missing, &unexpected);
+    parts.extend(renames);
+    missing.retain(|n| !used_missing.contains(n));
+    unexpected.retain(|n| !used_unexpected.contains(n));
+    parts.extend(patterns::list("missing", &missing));
+    parts.extend(patterns::list("unexpected", &unexpected));
     // Float tensors of another float type, by the pair of types: one line each, with
     // the fix, then a few of their names (a 7B model has hundreds).
     let mut floats: Vec<((DataType, DataType), Vec<&str>)> = Vec::new();
     let mut others = Vec::new();
-    for err in failed {
+    for err in rest {
         match float_mismatch(err) {
             Some((name, pair)) => match floats.iter_mut().find(|(p, _)| *p == pair) {
                 Some((_, names)) => names.push(name),
@@ -474,6 +599,7 @@ fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) 
         parts.push(float_mismatch_text(*found, *expected, names));
     }
     parts.extend(others.iter().map(|e| e.to_string()));
+    parts.extend(hints);
     parts.join("; ")
 }
 

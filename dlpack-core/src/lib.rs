@@ -161,7 +161,7 @@ pub use device::Device;
 pub use dtype::{DataType, Element};
 pub use error::{Error, Result};
 pub use tensor::{ByteSpan, ManagedTensor, ReadOnlyLegacyError};
-pub use traits::{FromDLPack, LoadReport, ToDLPack};
+pub use traits::{EmptyContainer, FromDLPack, LoadReport, ToDLPack};
 
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]

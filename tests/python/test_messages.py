@@ -211,3 +211,75 @@ def test_a_parameter_written_in_grad_mode_is_refused_with_torchs_reason(ext):
         "cannot record a write made outside torch (torch itself refuses one into a leaf such "
         "as a Parameter); write it under torch.no_grad(), as optimizer steps do"
     )
+
+
+def _mlp_state():
+    torch.manual_seed(0)
+    return {
+        "fc1.weight": torch.randn(4, 3), "fc1.bias": torch.randn(4),
+        "fc2.weight": torch.randn(2, 4), "fc2.bias": torch.randn(2),
+    }
+
+
+def test_a_prefix_the_struct_lacks_points_to_load_at(ext, tmp_path):
+    import safetensors.torch
+
+    state = {f"model.{k}": v for k, v in _mlp_state().items()}
+    safetensors.torch.save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError) as info:
+        ext.Mlp.load(str(tmp_path))
+    assert str(info.value) == (
+        "state_dict does not fit: the checkpoint's names start with 'model.' where the "
+        "struct's do not (4 tensors): load with 'Checkpoint::load_at::<T>(\"model\")', or "
+        "wrap the struct in a field 'model'"
+    )
+
+
+def test_a_field_named_otherwise_is_one_rename(ext, tmp_path):
+    import safetensors.torch
+
+    state = {k.replace("fc2", "fc_2"): v for k, v in _mlp_state().items()}
+    safetensors.torch.save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError) as info:
+        ext.Mlp.load(str(tmp_path))
+    assert str(info.value) == (
+        "state_dict does not fit: the struct has 'fc2' where the checkpoint has 'fc_2' "
+        "('fc_2.…', 2 tensors): '#[dlpack(rename = \"fc_2\")]' on the field 'fc2'"
+    )
+
+
+def test_a_misnamed_vec_field_that_took_nothing_is_an_error(ext, tmp_path):
+    # `Net` has `layers: Vec<Block>`; the checkpoint calls them `blocks`.
+    state = {
+        k.replace("layers.", "blocks."): v
+        for k, v in ext.Net(3, 4).state_dict().items()
+    }
+    ext.save_checkpoint(state, str(tmp_path), 1 << 30, {"format": "pt"})
+    with pytest.raises(ValueError) as info:
+        ext.Net.load(str(tmp_path))
+    assert str(info.value) == (
+        "state_dict does not fit: the field 'layers' (a Vec) took no items while the "
+        "checkpoint has 'blocks.{0..2}.…' (24 tensors): '#[dlpack(rename = \"blocks\")]' on "
+        "it if those are its items (a Vec takes 'layers.0', 'layers.1', … up to the first "
+        "gap)"
+    )
+
+
+def test_one_shard_opened_alone_names_its_index(ext, tmp_path):
+    import json
+
+    state = _mlp_state()
+    ext.save_checkpoint(state, str(tmp_path), 50, {"format": "pt"})
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) >= 2
+    first = shards[0]
+    missing = [n for n in state if index["weight_map"][n] != first]
+    with pytest.raises(ValueError) as info:
+        ext.Mlp.load(str(tmp_path / first))
+    assert str(info.value) == (
+        "state_dict does not fit: missing tensors "
+        + ", ".join(f"'{n}'" for n in missing)
+        + f"; '{first}' is one of the {len(shards)} shards of "
+        "'model.safetensors.index.json' beside it: open that index or its folder"
+    )

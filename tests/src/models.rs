@@ -182,6 +182,12 @@ impl Net {
         }
     }
 
+    /// `Net.load(path)`: a checkpoint (file, index or folder), only the tensors it takes.
+    #[staticmethod]
+    fn load(path: std::path::PathBuf) -> PyResult<Self> {
+        Ok(dlpack_core::safetensors::Checkpoint::open(path)?.read::<Self>()?)
+    }
+
     /// A `__repr__` of its own, which `#[pymodel]` keeps.
     fn __repr__(&self) -> String {
         format!("Net({} layers)", self.layers.len())

@@ -69,6 +69,8 @@ impl From<Error> for PyErr {
             | Error::UnexpectedTensors { .. }
             | Error::NotSelected { .. }
             | Error::StateDict { .. }
+            | Error::EmptyContainer { .. }
+            | Error::LoneShard { .. }
             | Error::InvalidName { .. }
             | Error::InvalidRank { .. }
             | Error::InvalidSplit { .. }

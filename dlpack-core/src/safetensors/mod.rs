@@ -112,15 +112,6 @@
 //! struct Model<T> {
 //!     layers: Vec<Linear<T>>,
 //! }
-//! #[derive(FromDLPack)]
-//! struct FirstLayer {
-//!     layers: First,
-//! }
-//! #[derive(FromDLPack)]
-//! struct First {
-//!     #[dlpack(rename = "0")]
-//!     layer: Linear<f32>,
-//! }
 //!
 //! # let folder = tempfile::tempdir().unwrap();
 //! # let dir = folder.path();
@@ -136,16 +127,45 @@
 //! // Every layer, as it is stored...
 //! let model: Model<bf16> = checkpoint.read()?;
 //! assert_eq!(model.layers.len(), 3);
-//! // ...or the first layer alone, converted to float32 while it is read: the other
-//! // layers are not read, and come back as the tensors the struct did not take.
+//! // ...or one layer alone, from under its prefix (`layers.1.weight`, `layers.1.bias`),
+//! // converted to float32 while it is read: the other layers are not read.
 //! let options = ReadOptions::new().convert_floats(DataType::F32);
-//! let (first, report) = checkpoint.read_lenient_with::<FirstLayer>(&options)?;
-//! assert_eq!(first.layers.layer.weight[[0, 0]], 1.0f32);
-//! assert_eq!(report.unexpected.len(), 4);
-//! // A field of another dtype is an error naming the tensor, before anything is read.
-//! assert!(checkpoint.read::<Model<f32>>().is_err());
+//! let second: Linear<f32> = checkpoint.load_at_with("layers.1", &options)?;
+//! assert_eq!(second.weight[[0, 0]], 1.0f32);
+//! // A field of another dtype is an error naming the tensor, before anything is read,
+//! // and the message says the fix.
+//! let err = checkpoint.read::<Model<f32>>().err().unwrap();
+//! assert!(err.to_string().contains("convert_floats(DataType::F32)"));
 //! # Ok::<(), dlpack_core::Error>(())
 //! ```
+//!
+//! [`Checkpoint::load_at`] reads a value from the tensors under a prefix
+//! (`model.layers.7`) as if their names did not have it: one layer into the struct of
+//! one layer, strictly within the prefix (a tensor under it that the struct does not
+//! take is unexpected; the names outside it are never looked at), a missing tensor
+//! named in full. [`Checkpoint::read_lenient`] reads a value that takes a part of the
+//! checkpoint and lists the rest.
+//!
+//! ## When a load does not fit
+//!
+//! Every missing, unexpected and mismatched tensor is in one [`Error::StateDict`],
+//! whose fields list every name; its message is short and says the fix it sees:
+//!
+//! | the mistake | the message says |
+//! |---|---|
+//! | 32 layers of the same missing names | `` `model.layers.{0..31}.self_attn.q_proj.weight` (32) ``, one line a pattern, 8 patterns at most, then "and N more" |
+//! | a field named otherwise than the checkpoint | "the struct has `self_attention` where the checkpoint has `self_attn` (`layers.{0..11}.self_attn.…`, 48 tensors): `#[dlpack(rename = "self_attn")]` on the field `self_attention`" |
+//! | a prefix the struct lacks | "the checkpoint's names start with `model.` where the struct's do not (291 tensors): load with `Checkpoint::load_at::<T>("model")`, or wrap the struct in a field `model`" (and the converse, with `#[dlpack(flatten)]`) |
+//! | a `Vec` or map field named otherwise | "the field `blocks` (a Vec) took no items while the checkpoint has `layers.{0..11}.…` (108 tensors): `#[dlpack(rename = "layers")]` on it if those are its items" ([`Error::EmptyContainer`]; a lenient load lists it in [`LoadReport::empty`](crate::LoadReport::empty)) |
+//! | one shard opened alone | "`model-00001-of-00003.safetensors` is one of the 3 shards of `model.safetensors.index.json` beside it: open that index or its folder" ([`Error::LoneShard`]) |
+//! | bfloat16 tensors into float32 fields | "291 tensors are bfloat16 where the value takes float32: load with `ReadOptions::new().convert_floats(DataType::F32)` …" |
+//!
+//! **What an empty `Vec` means.** A `Vec` field takes `name.0`, `name.1`, … up to the
+//! first index with no tensor, so a `Vec` whose name the checkpoint does not use takes
+//! nothing, and an empty `Vec` is a valid value (a model without those layers). A load
+//! does not pass that silently when names beside the field that nothing took look like
+//! its items (`layers.0.…` beside an empty `blocks`): strictly it is an error saying so,
+//! leniently it is in the report's `empty`.
 //!
 //! ## Tensor-parallel ranks
 //!

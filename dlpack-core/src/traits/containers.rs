@@ -15,7 +15,7 @@ use crate::batch::{TensorBatch, is_under};
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
 
-use super::load::{LoadReport, Problems};
+use super::load::{EmptyContainer, LoadReport, Problems};
 use super::names::{IndexFormatter, join_name};
 use super::select::{Expected, Selection};
 use super::{FromDLPack, ToDLPack, batch_of, leaf_from, strict_from};
@@ -184,19 +184,30 @@ impl<T: FromDLPack> FromDLPack for Vec<T> {
         for i in 0.. {
             let name = join_name(prefix, index.format(i));
             if !selection.contains_prefix(&name) {
+                if i == 0 {
+                    selection.took_none(prefix, "Vec");
+                }
                 break;
             }
             T::select_in(&name, selection);
         }
     }
     /// Loads every existing item in place; tensors of further items are left in the
-    /// batch (unexpected).
+    /// batch (unexpected). An empty `Vec` takes nothing (and is in the report's
+    /// [`empty`](LoadReport::empty) when unexpected names look like its items).
     fn load_dlpack_in(
         &mut self,
         prefix: &str,
         batch: &mut TensorBatch,
         report: &mut LoadReport,
     ) -> Result<()> {
+        if self.is_empty() {
+            report.empty.push(EmptyContainer {
+                name: prefix.to_owned(),
+                kind: "Vec",
+                like: Vec::new(),
+            });
+        }
         let mut problems = Problems::default();
         let mut index = IndexFormatter::default();
         for (i, item) in self.iter_mut().enumerate() {
@@ -274,7 +285,11 @@ impl<T: FromDLPack> FromDLPack for BTreeMap<String, T> {
         Ok(map)
     }
     fn select_in(prefix: &str, selection: &mut Selection<'_>) {
-        for key in selection.keys_under(prefix) {
+        let keys = selection.keys_under(prefix);
+        if keys.is_empty() {
+            selection.took_none(prefix, "map");
+        }
+        for key in keys {
             T::select_in(&join_name(prefix, &key), selection);
         }
     }
@@ -298,8 +313,17 @@ fn load_entries<'a, T: FromDLPack + 'a>(
     report: &mut LoadReport,
 ) -> Result<()> {
     let mut problems = Problems::default();
+    let mut none = true;
     for (key, value) in entries {
+        none = false;
         problems.check(value.load_dlpack_in(&join_name(prefix, key), batch, report));
+    }
+    if none {
+        report.empty.push(EmptyContainer {
+            name: prefix.to_owned(),
+            kind: "map",
+            like: Vec::new(),
+        });
     }
     problems.finish()
 }

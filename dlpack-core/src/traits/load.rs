@@ -2,7 +2,7 @@
 //! `load_state_dict` does: [`Problems`] collects the errors of the fields and items of
 //! one value, and the top-level functions add the names nobody took.
 
-use crate::batch::TensorBatch;
+use crate::batch::{TensorBatch, is_under};
 use crate::error::{Error, Result};
 
 use super::FromDLPack;
@@ -14,13 +14,85 @@ pub struct LoadReport {
     pub missing: Vec<String>,
     /// Tensors of the batch that the value does not expect, by name, in batch order.
     pub unexpected: Vec<String>,
+    /// The value's containers (a `Vec`, a map) that took no items while unexpected
+    /// names at their level look like their items: most likely misnamed fields
+    /// (`blocks` where the checkpoint says `layers`), a model that would run with no
+    /// layers. Every name of theirs is in `unexpected` too. A `Vec` takes `name.0`,
+    /// `name.1`, ... up to the first gap; one that takes none where nothing looks like
+    /// its items is a valid empty list, and not listed here. A strict load reports
+    /// each as an [`Error::EmptyContainer`].
+    pub empty: Vec<EmptyContainer>,
 }
 
 impl LoadReport {
     /// Whether nothing was missing or unexpected.
     pub fn is_empty(&self) -> bool {
-        self.missing.is_empty() && self.unexpected.is_empty()
+        self.missing.is_empty() && self.unexpected.is_empty() && self.empty.is_empty()
     }
+}
+
+/// A container field that took no items while names beside it look like its items
+/// (see [`LoadReport::empty`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EmptyContainer {
+    /// The field's full name (`model.blocks`).
+    pub name: String,
+    /// What it is: `"Vec"` or `"map"`.
+    pub kind: &'static str,
+    /// The unexpected names at its level that look like its items
+    /// (`model.layers.0.weight`, ...), in the batch's order.
+    pub like: Vec<String>,
+}
+
+impl From<EmptyContainer> for Error {
+    /// An [`Error::EmptyContainer`] of the same fields.
+    fn from(empty: EmptyContainer) -> Self {
+        Error::EmptyContainer {
+            name: empty.name,
+            kind: empty.kind,
+            like: empty.like,
+        }
+    }
+}
+
+/// The containers of `empty` (full name, kind) that some of the `unexpected` names
+/// look like the items of: names under the container's parent whose first segment is
+/// followed by an index (for a `Vec`) or by anything (for a map).
+pub(crate) fn look_alikes(
+    empty: impl IntoIterator<Item = (String, &'static str)>,
+    unexpected: &[String],
+) -> Vec<EmptyContainer> {
+    let is_index = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut out: Vec<EmptyContainer> = Vec::new();
+    for (name, kind) in empty {
+        if name.is_empty() || out.iter().any(|e| e.name == name) {
+            continue;
+        }
+        let parent = name.rsplit_once('.').map_or("", |(parent, _)| parent);
+        let like: Vec<String> = unexpected
+            .iter()
+            .filter(|n| {
+                let rest = if parent.is_empty() {
+                    n.as_str()
+                } else if is_under(n, parent) {
+                    &n[parent.len() + 1..]
+                } else {
+                    return false;
+                };
+                let mut segments = rest.split('.').skip(1);
+                match segments.next() {
+                    Some(second) => kind != "Vec" || is_index(second),
+                    None => false,
+                }
+            })
+            .cloned()
+            .collect();
+        if !like.is_empty() {
+            out.push(EmptyContainer { name, kind, like });
+        }
+    }
+    out
 }
 
 /// The errors met while importing or loading the fields or items of one value, which
@@ -123,6 +195,11 @@ pub(crate) fn load_in<T: FromDLPack>(
     let mut report = LoadReport::default();
     let result = value.load_dlpack_in("", &mut batch, &mut report);
     report.unexpected = leftovers(&batch);
+    let empty = core::mem::take(&mut report.empty);
+    report.empty = look_alikes(
+        empty.into_iter().map(|e| (e.name, e.kind)),
+        &report.unexpected,
+    );
     (report, result.err())
 }
 
@@ -141,6 +218,7 @@ pub(crate) fn finish(report: LoadReport, err: Option<Error>, lenient: bool) -> R
                     .into_iter()
                     .map(|name| Error::MissingTensor { name }),
             );
+            errors.extend(report.empty.into_iter().map(Error::from));
             Err(merge(errors, report.unexpected))
         }
     }

@@ -22,11 +22,11 @@ use crate::tensor::ManagedTensor;
 pub use fields::{Found, TensorField, TensorFields, TensorFieldsOf};
 #[cfg(feature = "pyo3")]
 pub(crate) use fields::{Unused, WrapShare};
-pub use load::LoadReport;
 pub use load::Problems;
 pub(crate) use load::strict_from;
+pub use load::{EmptyContainer, LoadReport};
 #[cfg(feature = "safetensors")]
-pub(crate) use load::{finish, load_in, merge};
+pub(crate) use load::{finish, load_in, look_alikes, merge};
 #[cfg(feature = "pyo3")]
 pub(crate) use names::is_segment;
 pub use names::{join_name, push_segment, split_path};

@@ -85,6 +85,8 @@ pub struct Selection<'a> {
     /// The dimension the tensors taken now are split along (inside
     /// [`split_along`](Self::split_along)).
     split: Option<usize>,
+    /// Containers that took no items: full name, kind.
+    empty: Vec<(String, &'static str)>,
 }
 
 impl<'a> Selection<'a> {
@@ -96,6 +98,7 @@ impl<'a> Selection<'a> {
             seen: BTreeMap::new(),
             missing: Vec::new(),
             split: None,
+            empty: Vec::new(),
         }
     }
 
@@ -208,5 +211,19 @@ impl<'a> Selection<'a> {
     /// Whether `name` was taken.
     pub fn is_taken(&self, name: &str) -> bool {
         self.seen.contains_key(name)
+    }
+
+    /// Records that the container at `prefix` (`kind`: `"Vec"` or `"map"`) takes no
+    /// items, so that a load can say so when names beside it that nothing takes look
+    /// like its items (a misnamed field; see
+    /// [`LoadReport::empty`](crate::LoadReport::empty)).
+    pub fn took_none(&mut self, prefix: &str, kind: &'static str) {
+        self.empty.push((prefix.to_owned(), kind));
+    }
+
+    /// The containers recorded by [`took_none`](Self::took_none), in order: full name,
+    /// kind.
+    pub fn empty_containers(&self) -> &[(String, &'static str)] {
+        &self.empty
     }
 }

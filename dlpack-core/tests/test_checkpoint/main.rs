@@ -21,6 +21,7 @@ mod alignment;
 mod broken;
 mod loading;
 mod many_shards;
+mod messages;
 mod parallel;
 mod reading;
 mod saving;

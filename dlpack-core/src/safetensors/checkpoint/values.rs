@@ -7,15 +7,16 @@
 use std::num::NonZeroUsize;
 use std::path::Path;
 
-use crate::batch::TensorBatch;
+use crate::batch::{TensorBatch, is_under};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::tensor::ManagedTensor;
-use crate::traits::{FromDLPack, LoadReport, Selection, finish, load_in, merge};
+use crate::traits::{FromDLPack, LoadReport, Selection, finish, load_in, look_alikes, merge};
 
 use crate::safetensors::convert;
 use crate::safetensors::file::{assemble, map_file, open};
-use crate::safetensors::header::invalid;
+use crate::safetensors::header::{MAX_HEADER, invalid};
+use crate::safetensors::index;
 use crate::safetensors::read::{Part, Plan, Rank};
 
 use super::Checkpoint;
@@ -153,7 +154,7 @@ impl Checkpoint {
     where
         T: FromDLPack<Input = TensorBatch>,
     {
-        self.read_as(options, false).map(|(value, _)| value)
+        self.read_as("", options, false).map(|(value, _)| value)
     }
 
     /// Reads a new `T` that takes a part of the checkpoint (one layer of a model, say),
@@ -165,6 +166,10 @@ impl Checkpoint {
     /// entries and `Option`s exist follows all the names, read or not. A tensor `T`
     /// needs and the checkpoint lacks is still an error (a fresh value needs every
     /// field), and so is a dtype or rank that does not fit, as in [`read`](Self::read).
+    /// A `Vec` or map field that took no items while unexpected names beside it look
+    /// like its items (a misnamed field) is in the report's
+    /// [`empty`](LoadReport::empty). For one layer by its prefix, see
+    /// [`load_at`](Self::load_at).
     pub fn read_lenient<T>(&self) -> Result<(T, LoadReport)>
     where
         T: FromDLPack<Input = TensorBatch>,
@@ -178,7 +183,7 @@ impl Checkpoint {
     where
         T: FromDLPack<Input = TensorBatch>,
     {
-        self.read_as(options, true)
+        self.read_as("", options, true)
     }
 
     /// Loads the checkpoint into `value`, in place, as
@@ -215,8 +220,10 @@ impl Checkpoint {
     /// [`value.load_dlpack_lenient`](FromDLPack::load_dlpack_lenient) loads a batch
     /// (PyTorch's `load_state_dict(strict=False)`): the tensors `value` has and the
     /// checkpoint lacks are the report's `missing`, the checkpoint's tensors it does not
-    /// take its `unexpected`; a tensor that does not fit its field is
-    /// still an error.
+    /// take its `unexpected`, and a `Vec` or map of `value` with no items while
+    /// unexpected names beside it look like its items its
+    /// [`empty`](LoadReport::empty); a tensor that does not fit its field is still an
+    /// error.
     pub fn load_into_lenient<T>(&self, value: &mut T) -> Result<LoadReport>
     where
         T: FromDLPack<Input = TensorBatch>,
@@ -237,14 +244,78 @@ impl Checkpoint {
         self.load_as(value, options, true)
     }
 
+    /// Reads a new `T` from the tensors under `prefix` (`"model.layers.7"`: the tensors
+    /// named `model.layers.7.*`, and one named `model.layers.7` itself) as if their
+    /// names did not have it, reading only the tensors `T` takes: one layer of a model
+    /// into the struct of one layer, with no wrapper structs. Strict within the prefix,
+    /// as [`read`](Self::read) is over the whole checkpoint: a tensor `T` needs that is
+    /// not there is missing (named in full, `model.layers.7.mlp.weight`), a tensor
+    /// under the prefix that `T` does not take is unexpected, and a dtype or rank that
+    /// does not fit is an error, all at once in one [`Error::StateDict`] before a byte
+    /// of data is read; the names outside the prefix are never looked at. An empty
+    /// prefix reads the whole checkpoint, as [`read`](Self::read); a trailing `.` is
+    /// ignored.
+    ///
+    /// ```no_run
+    /// # #[cfg(all(feature = "derive", feature = "ndarray"))]
+    /// # fn main() -> dlpack_core::Result<()> {
+    /// use dlpack_core::FromDLPack;
+    /// use dlpack_core::safetensors::Checkpoint;
+    /// use ndarray::{Array1, Array2};
+    ///
+    /// #[derive(FromDLPack)]
+    /// struct Linear {
+    ///     weight: Array2<f32>,
+    ///     bias: Array1<f32>,
+    /// }
+    ///
+    /// #[derive(FromDLPack)]
+    /// struct Layer {
+    ///     attn: Linear,
+    ///     mlp: Linear,
+    /// }
+    ///
+    /// let checkpoint = Checkpoint::open("checkpoint-folder")?;
+    /// // `model.layers.7.attn.weight`, ..., and nothing of the other layers.
+    /// let layer: Layer = checkpoint.load_at("model.layers.7")?;
+    /// // Every layer, as the checkpoint numbers them.
+    /// let layers: Vec<Layer> = checkpoint.load_at("model.layers")?;
+    /// # let _ = (layer, layers);
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(all(feature = "derive", feature = "ndarray")))]
+    /// # fn main() {}
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn load_at<T>(&self, prefix: &str) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        self.load_at_with(prefix, &ReadOptions::new())
+    }
+
+    /// [`load_at`](Self::load_at), with float conversion or a number of threads.
+    pub fn load_at_with<T>(&self, prefix: &str, options: &ReadOptions) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        // (`model.layers.7.` is `model.layers.7`.)
+        let prefix = prefix.strip_suffix('.').unwrap_or(prefix);
+        self.read_as(prefix, options, false).map(|(value, _)| value)
+    }
+
     fn read_as<T: FromDLPack>(
         &self,
+        prefix: &str,
         options: &ReadOptions,
         lenient: bool,
     ) -> Result<(T, LoadReport)> {
         let plan = options.plan()?;
-        let selection = self.selection::<T>();
-        let unexpected = self.not_taken(&selection);
+        let selection = self.selection::<T>(prefix);
+        let unexpected = self.not_taken(&selection, prefix);
         // What the headers tell, before anything is read.
         let mut errors: Vec<Error> = selection
             .missing()
@@ -252,23 +323,35 @@ impl Checkpoint {
             .map(|name| Error::MissingTensor { name: name.clone() })
             .collect();
         errors.extend(self.misfits(&selection, plan));
+        if !selection.missing().is_empty() {
+            errors.extend(self.lone_shard());
+        }
         if !errors.is_empty() || (!lenient && !unexpected.is_empty()) {
-            let unexpected = if lenient { Vec::new() } else { unexpected };
+            if lenient {
+                return Err(merge(errors, Vec::new()));
+            }
+            let empty = look_alikes(selection.empty_containers().to_vec(), &unexpected);
+            errors.extend(empty.into_iter().map(Error::from));
             return Err(merge(errors, unexpected));
         }
-        let mut batch = self.selected_batch(&selection, plan)?;
-        let value = T::from_dlpack_in("", &mut batch);
+        let mut batch = self.selected_batch(&selection, plan, prefix)?;
+        let value = T::from_dlpack_in(prefix, &mut batch);
         not_selected(&unexpected, |name| batch.contains(name))?;
         let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
+        let empty = look_alikes(selection.empty_containers().to_vec(), &leftovers);
         match value {
             Ok(value) if leftovers.is_empty() || lenient => Ok((
                 value,
                 LoadReport {
-                    missing: Vec::new(),
                     unexpected: leftovers,
+                    empty,
+                    ..LoadReport::default()
                 },
             )),
-            Ok(_) => Err(merge(Vec::new(), leftovers)),
+            Ok(_) => {
+                let errors = empty.into_iter().map(Error::from).collect();
+                Err(merge(errors, leftovers))
+            }
             Err(err) => Err(merge(
                 vec![err],
                 if lenient { Vec::new() } else { leftovers },
@@ -289,7 +372,7 @@ impl Checkpoint {
         let mut taken: Vec<(usize, Option<usize>)> =
             (0..self.tensors.len()).map(|i| (i, None)).collect();
         if plan.rank.is_some() {
-            let selection = self.selection::<T>();
+            let selection = self.selection::<T>("");
             let errors = self.unsplittable(&selection, plan);
             if !errors.is_empty() {
                 return Err(merge(errors, Vec::new()));
@@ -302,24 +385,69 @@ impl Checkpoint {
         }
         let tensors = self.read_tensors(&taken, plan)?;
         let batch = self.batch((0..self.tensors.len()).map(|i| self.name(i)).zip(tensors))?;
-        let (report, err) = load_in(value, batch);
+        let (report, mut err) = load_in(value, batch);
+        if !lenient && !report.missing.is_empty() {
+            if let Some(hint) = self.lone_shard() {
+                err = Some(merge(err.into_iter().chain([hint]).collect(), Vec::new()));
+            }
+        }
         finish(report, err, lenient)
     }
 
-    /// What `T` takes of the checkpoint, over the names alone.
-    fn selection<T: FromDLPack>(&self) -> Selection<'_> {
+    /// An [`Error::LoneShard`] when this checkpoint is one file that an index beside
+    /// it lists among its shards (looked for only when tensors are missing: opening
+    /// one shard alone is allowed).
+    fn lone_shard(&self) -> Option<Error> {
+        if self.shards.len() != 1 || self.path.extension().is_some_and(|e| e == "json") {
+            return None;
+        }
+        let file_name = self.path.file_name()?.to_str()?;
+        let folder = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let mut indexes: Vec<std::path::PathBuf> = std::fs::read_dir(folder)
+            .ok()?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+            })
+            .collect();
+        indexes.sort();
+        indexes.into_iter().find_map(|index| {
+            let (file, len) = open(&index).ok()?;
+            if len > MAX_HEADER as u64 {
+                return None;
+            }
+            let mut json = Vec::new();
+            std::io::Read::read_to_end(&mut &file, &mut json).ok()?;
+            let parsed = index::parse(&index, &json).ok()?;
+            let shards = parsed.shards.len();
+            (shards > 1 && parsed.shards.iter().any(|s| s == file_name)).then(|| Error::LoneShard {
+                shard: self.path.clone(),
+                index: index.clone(),
+                shards,
+            })
+        })
+    }
+
+    /// What `T` at `prefix` takes of the checkpoint, over the names alone.
+    fn selection<T: FromDLPack>(&self, prefix: &str) -> Selection<'_> {
         let names = self
             .names
             .get_or_init(|| self.names().map(str::to_owned).collect());
         let mut selection = Selection::new(names);
-        T::select_in("", &mut selection);
+        T::select_in(prefix, &mut selection);
         selection
     }
 
-    /// The checkpoint's tensors that `selection` does not take, in the index's order.
-    fn not_taken(&self, selection: &Selection<'_>) -> Vec<String> {
+    /// The checkpoint's tensors under `prefix` (every one for an empty prefix) that
+    /// `selection` does not take, in the index's order.
+    fn not_taken(&self, selection: &Selection<'_>, prefix: &str) -> Vec<String> {
         self.names()
-            .filter(|name| !selection.is_taken(name))
+            .filter(|name| within(name, prefix) && !selection.is_taken(name))
             .map(str::to_owned)
             .collect()
     }
@@ -381,7 +509,12 @@ impl Checkpoint {
     /// empty placeholder that is never read, so that the value sees the checkpoint's
     /// names as a batch of all of them would show them (which `Vec` items exist, which
     /// `Option`s are there, which map keys).
-    fn selected_batch(&self, selection: &Selection<'_>, plan: Plan) -> Result<TensorBatch> {
+    fn selected_batch(
+        &self,
+        selection: &Selection<'_>,
+        plan: Plan,
+        prefix: &str,
+    ) -> Result<TensorBatch> {
         // Each tensor taken, with the dimension it is split along, if it is.
         let mut split_of: Vec<Option<Option<usize>>> = vec![None; self.tensors.len()];
         for (name, expected) in selection.taken() {
@@ -398,6 +531,9 @@ impl Checkpoint {
         let mut read = taken.iter().map(|&(i, _)| i).zip(read).peekable();
         let mut batch = TensorBatch::with_capacity(self.tensors.len());
         for i in 0..self.tensors.len() {
+            if !within(self.name(i), prefix) {
+                continue;
+            }
             let tensor = match read.next_if(|(at, _)| *at == i) {
                 Some((_, tensor)) => tensor,
                 None => placeholder()?,
@@ -433,6 +569,11 @@ impl Checkpoint {
         let tensors = self.read_tensors(&taken, plan)?;
         self.batch(taken.iter().map(|&(i, _)| self.name(i)).zip(tensors))
     }
+}
+
+/// Whether `name` is `prefix` or under it (every name is within an empty prefix).
+fn within(name: &str, prefix: &str) -> bool {
+    prefix.is_empty() || name == prefix || is_under(name, prefix)
 }
 
 /// A placeholder taken (one of `unexpected` that `left` no longer holds): a type whose
