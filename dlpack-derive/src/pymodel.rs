@@ -1,6 +1,6 @@
 //! `#[pymodel]` on a `#[pymethods]` block: adds the methods of a Rust model shared with
-//! Python (tensor attributes and setters, `state_dict`, `load_state_dict`, `__repr__`,
-//! `__dir__`), each a call of `dlpack_core::python::model`, except those the block
+//! Python (tensor attributes and setters, `state_dict`, `load_state_dict`, `shares`,
+//! `__repr__`, `__dir__`), each a call of `dlpack_core::python::model`, except those the block
 //! defines itself. The block is read as tokens: the methods go inside its braces, and
 //! `#[pyo3::pymethods]` is added when the block has no `pymethods` attribute.
 
@@ -225,6 +225,20 @@ fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
                     prefix: ::std::string::String,
                 ) -> ::pyo3::PyResult<::pyo3::Bound<'py, ::pyo3::types::PyDict>> {
                     #model::state_dict(slf, &prefix)
+                }
+            },
+        ),
+        (
+            "shares",
+            quote! {
+                /// Whether `tensor` still views the buffer of the model's tensor `name`.
+                #[pyo3(name = "shares")]
+                fn __dlpack_shares(
+                    slf: &::pyo3::Bound<'_, Self>,
+                    tensor: &::pyo3::Bound<'_, ::pyo3::PyAny>,
+                    name: &str,
+                ) -> ::pyo3::PyResult<bool> {
+                    #model::shares(slf, tensor, name)
                 }
             },
         ),
