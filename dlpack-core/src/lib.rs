@@ -236,9 +236,10 @@ pub use dlpack_derive::FromDLPack;
 /// Python.
 ///
 /// Put `#[pymodel]` *above* `#[pymethods]`: attributes expand in order, and below it
-/// `#[pymodel]` would get a block that PyO3 has already expanded, and the errors are
-/// PyO3's: "static method needs `#[staticmethod]` attribute", or a type error on a
-/// constructor's first argument.
+/// `#[pymodel]` gets a block that PyO3 has already expanded, its `#[new]` and
+/// `#[staticmethod]` taken away. `#[pymodel]` says so where a function of no arguments
+/// is left unmarked ("`fn new` has no receiver ... put `#[pymodel]` first"); else the
+/// errors are PyO3's, such as a type error on a constructor's first argument.
 ///
 /// A method the block defines itself (a `__repr__` of your own) is kept. The functions
 /// behind these methods, and the rule that says who writes the memory when, are in

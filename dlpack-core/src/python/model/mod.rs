@@ -130,9 +130,9 @@
 //! Call [`add_to_module`](super::add_to_module) in the extension's module: it adds
 //! [`ModelView`] and `IncompatibleKeys` under the module's name. Put `#[pymodel]`
 //! above `#[pymethods]`: PyO3 expands the attributes in order, and below it `#[pymodel]`
-//! gets a block that PyO3 has already expanded, whose errors are PyO3's ("static
-//! method needs `#[staticmethod]` attribute", or a type error on a constructor's first
-//! argument).
+//! gets a block that PyO3 has already expanded: `#[pymodel]` says so where a function
+//! of no arguments lost its `#[new]` or `#[staticmethod]`, else the errors are PyO3's
+//! (a type error on a constructor's first argument).
 
 // Layout of this module, by concern:
 //
