@@ -78,9 +78,10 @@
 //! `arrow` Arrow columns ([`arrow`]).
 //! With `--no-default-features` the crate is the bare ABI and ownership layer. A
 //! method whose feature is off does not exist (E0599, "no method named ... found"): the
-//! README's feature table says which feature brings what. To read every page locally,
-//! build with `cargo doc -p dlpack-core --all-features --open`; with fewer features,
-//! links to the pages of the others point at docs.rs.
+//! README's feature table says which feature brings what. To read the pages locally,
+//! build dlpack-core's alone with the features you read about, for a Python extension
+//! `cargo doc -p dlpack-core --no-deps --features pyo3,safetensors --open`; links to
+//! the pages of the features left out point at docs.rs.
 //!
 // Links to items that only some features build: to the item where it exists, else to
 // its page on docs.rs (built with every feature), so that the documentation builds with
@@ -232,7 +233,20 @@ pub use dlpack_derive::FromDLPack;
 ///   memory is the producer's);
 /// - `state_dict(prefix="")` and `load_state_dict(state_dict, strict=True)`, as PyTorch's
 ///   `Module` has them;
+/// - `shares(tensor, name)`: whether `tensor` (a PyTorch module's parameter, an array)
+///   still views the buffer of the tensor `name`, which a Rust write replaces while
+///   Python views it (copy-on-write: see [`python::model`] for the rule and a recipe);
 /// - `__repr__` (every tensor with its dtype and shape) and `__dir__`.
+///
+/// A Rust method saves the model from `&self` with [`TensorBatch::share`] (the
+/// `save` below): its tensors as shares of the fields, no copy and no round trip through
+/// Python.
+///
+/// Put `#[pymodel]` *above* `#[pymethods]`: attributes expand in order, and below it
+/// `#[pymodel]` gets a block that PyO3 has already expanded, its `#[new]` and
+/// `#[staticmethod]` taken away. `#[pymodel]` says so where a function of no arguments
+/// is left unmarked ("`fn new` has no receiver ... put `#[pymodel]` first"); else the
+/// errors are PyO3's, such as a type error on a constructor's first argument.
 ///
 /// A method the block defines itself (a `__repr__` of your own) is kept. The functions
 /// behind these methods, and the rule that says who writes the memory when, are in
@@ -241,7 +255,7 @@ pub use dlpack_derive::FromDLPack;
 ///
 #[cfg_attr(feature = "safetensors", doc = "```no_run")]
 #[cfg_attr(not(feature = "safetensors"), doc = "```ignore")]
-/// use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, ToDLPack, pymodel};
+/// use dlpack_core::{DLPackArray, FromDLPack, ManagedTensor, TensorBatch, ToDLPack, pymodel};
 /// use ndarray::Ix1;
 /// use dlpack_core::{Parameter1, Parameter2};
 /// use pyo3::prelude::*;
@@ -273,6 +287,11 @@ pub use dlpack_derive::FromDLPack;
 ///         let (fc1, fc2) = (&self.fc1, &self.fc2);
 ///         let h = (fc1.weight.view().dot(&x.view()) + fc1.bias.view()).mapv(|v| v.max(0.0));
 ///         Ok((fc2.weight.view().dot(&h) + fc2.bias.view()).to_dlpack()?)
+///     }
+///
+///     /// `m.save(dir)`: a checkpoint of the fields as they are now, written from Rust.
+///     fn save(&self, dir: std::path::PathBuf) -> PyResult<()> {
+///         Ok(TensorBatch::share(self)?.write_checkpoint(dir, 5 << 30)?)
 ///     }
 /// }
 ///

@@ -1,6 +1,6 @@
 # The typing stub of dlpack-core's `Tensor` class: include it in the `.pyi` file of an
 # extension that exposes the class (`dlpack_core::python::add_to_module`).
-from typing import Any, ClassVar, NoReturn, Optional, Tuple, final
+from typing import Any, ClassVar, Dict, NoReturn, Optional, Tuple, final
 
 @final
 class Tensor:
@@ -29,6 +29,17 @@ class Tensor:
         """Arrow's PyCapsule interface (an extension built with dlpack-core's `arrow`
         feature): `(schema, array)` capsules of the tensor as an Arrow array, 1-d as a
         primitive array, n-d as `arrow.fixed_shape_tensor`, so `pa.array(t)` takes it."""
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Any,
+        types: Any,
+        args: Optional[Tuple[Any, ...]] = None,
+        kwargs: Optional[Dict[str, Any]] = None,
+    ) -> Any:
+        """PyTorch's protocol for tensor-like objects: `func` called with every `Tensor`
+        converted by `torch.from_dlpack` (no copy)."""
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         """`(device_type, device_id)` in DLPack numbering: `(1, 0)` for the CPU."""

@@ -1,6 +1,6 @@
 //! `#[pymodel]` on a `#[pymethods]` block: adds the methods of a Rust model shared with
-//! Python (tensor attributes and setters, `state_dict`, `load_state_dict`, `__repr__`,
-//! `__dir__`), each a call of `dlpack_core::python::model`, except those the block
+//! Python (tensor attributes and setters, `state_dict`, `load_state_dict`, `shares`,
+//! `__repr__`, `__dir__`), each a call of `dlpack_core::python::model`, except those the block
 //! defines itself. The block is read as tokens: the methods go inside its braces, and
 //! `#[pyo3::pymethods]` is added when the block has no `pymethods` attribute.
 
@@ -20,6 +20,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     if body.delimiter() != Delimiter::Brace || !starts_impl(&tokens) {
         return Err(not_an_impl(&tokens));
     }
+    check_expanded(body.stream())?;
     let defined = defined_fns(body.stream());
     let methods = methods(&krate)
         .into_iter()
@@ -105,6 +106,75 @@ fn has_pymethods(tokens: &[TokenTree]) -> bool {
         }
         _ => false,
     })
+}
+
+/// PyO3's attributes that make a function without a receiver valid in `#[pymethods]`.
+const METHOD_KINDS: [&str; 7] = [
+    "new",
+    "staticmethod",
+    "classmethod",
+    "classattr",
+    "getter",
+    "setter",
+    "deleter",
+];
+
+/// Refuses a function of no arguments that carries none of [`METHOD_KINDS`]: PyO3
+/// refuses it too ("static method needs #[staticmethod] attribute"), and the usual
+/// cause is `#[pymethods]` above `#[pymodel]`, which expands the block first and takes
+/// those attributes away. Valid code never has one, so the check refuses nothing that
+/// would build.
+fn check_expanded(body: TokenStream) -> syn::Result<()> {
+    let tokens: Vec<TokenTree> = body.into_iter().collect();
+    let mut marked = false;
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Bracket => {
+                let last = group
+                    .stream()
+                    .into_iter()
+                    .take_while(|t| !matches!(t, TokenTree::Group(_)))
+                    .filter_map(|t| match t {
+                        TokenTree::Ident(id) => Some(id.to_string()),
+                        _ => None,
+                    })
+                    .last();
+                if last.is_some_and(|l| METHOD_KINDS.contains(&l.as_str())) {
+                    marked = true;
+                }
+            }
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Brace => marked = false,
+            TokenTree::Punct(p) if p.as_char() == ';' => marked = false,
+            TokenTree::Ident(f) if f == "fn" => {
+                let Some(TokenTree::Ident(name)) = tokens.get(i + 1) else {
+                    continue;
+                };
+                let no_arguments = tokens[i + 1..]
+                    .iter()
+                    .find_map(|t| match t {
+                        TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => {
+                            Some(g.stream().is_empty())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or(false);
+                if no_arguments && !marked {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!(
+                            "`fn {name}` has no receiver and none of `#[new]`, \
+                             `#[staticmethod]`, `#[classmethod]` or `#[classattr]`: if \
+                             `#[pymethods]` is above `#[pymodel]`, put `#[pymodel]` first \
+                             (attributes expand in order, and `#[pymethods]` has already \
+                             taken the block's own); else mark it `#[staticmethod]`"
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The Python names of the functions the block defines at its top level: the `name`
@@ -229,6 +299,20 @@ fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
             },
         ),
         (
+            "shares",
+            quote! {
+                /// Whether `tensor` still views the buffer of the model's tensor `name`.
+                #[pyo3(name = "shares")]
+                fn __dlpack_shares(
+                    slf: &::pyo3::Bound<'_, Self>,
+                    tensor: &::pyo3::Bound<'_, ::pyo3::PyAny>,
+                    name: &str,
+                ) -> ::pyo3::PyResult<bool> {
+                    #model::shares(slf, tensor, name)
+                }
+            },
+        ),
+        (
             "load_state_dict",
             quote! {
                 /// Loads a `state_dict` (any DLPack tensors) as PyTorch's
@@ -244,4 +328,69 @@ fn methods(krate: &Path) -> Vec<(&'static str, TokenStream)> {
             },
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::expand;
+
+    #[test]
+    fn a_block_that_pymethods_expanded_first_is_named() {
+        // What `#[pymethods]` above `#[pymodel]` leaves: `#[new]` taken away.
+        let err = expand(
+            quote!(),
+            quote!(impl Mlp {
+                fn new() -> Self {
+                    Mlp
+                }
+            }),
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "`fn new` has no receiver and none of `#[new]`, `#[staticmethod]`, \
+                 `#[classmethod]` or `#[classattr]`: if `#[pymethods]` is above \
+                 `#[pymodel]`, put `#[pymodel]` first (attributes expand in order, and \
+                 `#[pymethods]` has already taken the block's own); else mark it \
+                 `#[staticmethod]`"
+            )
+        );
+    }
+
+    #[test]
+    fn marked_functions_without_arguments_pass() {
+        for marked in [
+            quote!(
+                #[new]
+                fn new() -> Self {
+                    Mlp
+                }
+            ),
+            quote!(
+                #[staticmethod]
+                fn make() -> Self {
+                    Mlp
+                }
+            ),
+            quote!(
+                #[pyo3::pyo3(name = "x")]
+                #[classattr]
+                fn x() -> u8 {
+                    1
+                }
+            ),
+            quote!(
+                fn f(&self) {}
+                #[staticmethod]
+                fn g() {}
+            ),
+        ] {
+            let item = quote!(#[pymethods] impl Mlp { #marked });
+            assert!(expand(quote!(), item).is_ok(), "{marked}");
+        }
+    }
 }

@@ -283,3 +283,44 @@ def test_one_shard_opened_alone_names_its_index(ext, tmp_path):
         + f"; '{first}' is one of the {len(shards)} shards of "
         "'model.safetensors.index.json' beside it: open that index or its folder"
     )
+def test_pickling_a_tensor_names_numpys_and_torchs_copy(ext, tmp_path):
+    state, _ = ext.model_state()
+    with pytest.raises(TypeError) as info:
+        torch.save(state, tmp_path / "model.pt")
+    assert str(info.value) == (
+        "cannot pickle a DLPack Tensor: it shares memory with its producer; copy it into an "
+        "array first, for example numpy.from_dlpack(t, copy=True) for NumPy, or "
+        "torch.from_dlpack(t).clone() for PyTorch (torch.save)"
+    )
+
+
+def test_a_float64_state_dict_says_what_torch_would_do_and_the_fix(ext):
+    m = ext.Mlp(3, 4, 2)
+    sd = {k: torch.from_dlpack(v).double() for k, v in m.state_dict().items()}
+    sd["fc2.bias"] = sd["fc2.bias"].float()
+    with pytest.raises(RuntimeError) as info:
+        m.load_state_dict(sd)
+    assert str(info.value) == (
+        "Error(s) in loading state_dict for Mlp:\n\t"
+        "dtype mismatch for fc1.weight: copying a param of dtype float64 from checkpoint, "
+        "the dtype in current model is float32.\n\t"
+        "dtype mismatch for fc1.bias: copying a param of dtype float64 from checkpoint, "
+        "the dtype in current model is float32.\n\t"
+        "dtype mismatch for fc2.weight: copying a param of dtype float64 from checkpoint, "
+        "the dtype in current model is float32.\n\t"
+        "PyTorch would convert float64 to float32 here (copy_); this model converts nothing "
+        "silently: convert first, {k: v.to(torch.float32) if v.dtype == torch.float64 else v "
+        "for k, v in sd.items()} for PyTorch tensors, or a.astype(numpy.float32) for a NumPy "
+        "array."
+    )
+    # The fix it names loads.
+    fixed = {k: v.to(torch.float32) if v.dtype == torch.float64 else v for k, v in sd.items()}
+    m.load_state_dict(fixed)
+    np.testing.assert_array_equal(np.from_dlpack(m.fc1.bias), sd["fc1.bias"].float().numpy())
+
+
+def test_shares_of_a_name_that_is_no_tensor_is_a_key_error(ext):
+    m = ext.Mlp(3, 4, 2)
+    with pytest.raises(KeyError) as info:
+        m.shares(m.fc1.weight, "fc1.scale")
+    assert str(info.value) == "'fc1.scale'"

@@ -151,6 +151,83 @@ def test_an_optimizer_step_in_torch_is_what_rust_reads_next(ext):
     np.testing.assert_allclose(np.from_dlpack(m.forward(x)), other(x).detach().numpy(), rtol=1e-6)
 
 
+def test_pytorch_takes_the_models_state_dict_as_it_is(ext):
+    m = ext.Mlp(3, 4, 2)
+    m.step(0.125)  # values of its own, not the constructor's
+    tm = Mlp()
+    result = tm.load_state_dict(m.state_dict())  # strict, no comprehension
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    pointers = m.pointers()
+    for name, p in tm.named_parameters():
+        np.testing.assert_array_equal(p.detach().numpy(), np.from_dlpack(attr(m, name)))
+        assert p.data_ptr() != pointers[name]  # copied into the module's own
+    assert torch.overrides.is_tensor_like(m.fc1.weight)
+    np.testing.assert_array_equal(
+        torch.add(m.fc1.weight, 1).numpy(), np.from_dlpack(m.fc1.weight) + 1
+    )
+    x = torch.tensor([1.0, -2.0, 3.0])
+    np.testing.assert_allclose(np.from_dlpack(m.forward(x)), tm(x).detach().numpy(), rtol=1e-6)
+    # A group's state_dict into the submodule of that name.
+    fc1 = torch.nn.Linear(3, 4)
+    fc1.load_state_dict(m.fc1.state_dict())
+    assert torch.equal(fc1.weight, tm.fc1.weight)
+
+
+def test_assign_true_shares_the_fields_under_torchs_swap_flag(ext):
+    # PyTorch's `assign=True` wraps each value in `nn.Parameter`, which takes only
+    # torch.Tensors; under `set_swap_module_params_on_conversion(True)` it asks the
+    # value through `module_load`, which `__torch_function__` answers without a copy.
+    m = ext.Mlp(3, 4, 2)
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        tm = Mlp()
+        tm.load_state_dict(m.state_dict(), assign=True)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(before)
+    pointers = m.pointers()
+    for name, p in tm.named_parameters():
+        assert isinstance(p, torch.nn.Parameter) and p.requires_grad
+        assert p.data_ptr() == pointers[name]
+    with pytest.raises(AttributeError):  # without the flag: PyTorch's own error
+        Mlp().load_state_dict(m.state_dict(), assign=True)
+
+
+def test_shares_says_whether_a_tensor_still_views_the_field(ext):
+    m = ext.Mlp(3, 4, 2)
+    tm = Mlp()
+    tm.load_state_dict(torch_state(m), assign=True)
+    assert all(m.shares(p, name) for name, p in tm.named_parameters())
+    assert not m.shares(tm.fc1.weight, "fc2.weight")
+    assert m.shares(m.fc1.weight, "fc1.weight")
+    a = np.from_dlpack(m.fc1.bias)
+    assert m.shares(a, "fc1.bias") and m.shares(a[2:], "fc1.bias")
+    assert not m.shares(a.copy(), "fc1.bias") and not m.shares(np.zeros(4), "fc1.bias")
+    assert m.shares(jax.dlpack.from_dlpack(m.fc2.bias), "fc2.bias")
+    # A Rust write detaches the module (copy-on-write), and says so; the recipe
+    # of the docs attaches it again.
+    m.step(0.5)
+    assert not any(m.shares(p, name) for name, p in tm.named_parameters())
+    if not all(m.shares(p, n) for n, p in tm.named_parameters()):
+        tm.load_state_dict({k: torch.from_dlpack(v) for k, v in m.state_dict().items()}, assign=True)
+    assert all(m.shares(p, name) for name, p in tm.named_parameters())
+    with pytest.raises(KeyError):
+        m.shares(a, "fc1")  # a group, not a tensor
+
+
+def test_a_rust_method_saves_the_model_from_self(ext, tmp_path):
+    m = ext.Mlp(3, 4, 2)
+    m.step(0.25)
+    w = np.from_dlpack(m.fc1.weight)
+    m.save(tmp_path)  # `TensorBatch::share(self)?.write_checkpoint(...)`
+    assert m.shares(w, "fc1.weight")  # shares, not copies: no field was written
+    loaded = ext.Mlp.load(tmp_path)
+    for name in NAMES:
+        np.testing.assert_array_equal(
+            np.from_dlpack(attr(loaded, name)), np.from_dlpack(attr(m, name))
+        )
+
+
 def test_load_state_dict_in_place_when_no_view_is_alive(ext):
     m = ext.Mlp(3, 4, 2)
     pointers = m.pointers()

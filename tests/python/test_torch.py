@@ -15,6 +15,7 @@ from helpers import (
     SHAPES,
     capsule_name,
     expected,
+    run_child,
     shape_id,
 )
 
@@ -329,23 +330,121 @@ def test_rust_model_import_is_strict(ext):
         ext.load_model([("fc1.weight", torch.zeros(8, 4))])  # not a mapping
 
 
-def test_a_batch_is_a_state_dict_through_from_dlpack(ext):
-    # As documented: PyTorch's load_state_dict takes torch.Tensors; a dict of ours is
-    # one `torch.from_dlpack` away, and `assign=True` runs the module on that memory.
-    state, pointers = ext.model_state()
-    pointers = dict(pointers)
+def fresh_net():
     net = torch.nn.Sequential()
     net.fc1 = torch.nn.Linear(4, 8)
     net.fc2 = torch.nn.Linear(8, 2)
-    with pytest.raises(RuntimeError, match="expected torch.Tensor"):
-        net.load_state_dict(state)
-    sd = {k: torch.from_dlpack(v) for k, v in state.items()}
-    net.load_state_dict(sd, assign=True)
+    return net
+
+
+def test_a_batch_is_a_state_dict_pytorch_takes(ext):
+    # As documented: a `Tensor` is tensor-like for PyTorch, so `load_state_dict` takes a
+    # dict of them as it is (each copied in by `param.copy_`, through
+    # `__torch_function__`); `assign=True` needs PyTorch's own tensors, one
+    # `torch.from_dlpack` away, and then runs the module on that memory.
+    state, pointers = ext.model_state()
+    pointers = dict(pointers)
+    copied = fresh_net()
+    result = copied.load_state_dict(state, strict=True)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    for name, parameter in copied.named_parameters():
+        assert parameter.data_ptr() != pointers[name]  # copied into the module's own
+        assert torch.equal(parameter.detach(), torch.from_dlpack(state[name])), name
+    # `assign=True` with the tensors as they are: torch.nn.Parameter takes only
+    # torch.Tensors, so PyTorch fails on them (its own AttributeError).
+    with pytest.raises(AttributeError, match="has no attribute"):
+        fresh_net().load_state_dict(state, assign=True)
+    net = fresh_net()
+    net.load_state_dict({k: torch.from_dlpack(v) for k, v in state.items()}, assign=True)
     for name, parameter in net.named_parameters():
         assert parameter.data_ptr() == pointers[name], name
-    copied = torch.nn.Sequential()
-    copied.fc1 = torch.nn.Linear(4, 8)
-    copied.fc2 = torch.nn.Linear(8, 2)
-    copied.load_state_dict(sd)  # without assign: copied into the module's own
-    assert copied.fc1.weight.data_ptr() != pointers["fc1.weight"]
     assert torch.equal(copied.fc1.weight, net.fc1.weight)
+
+
+def test_assign_true_takes_the_tensors_under_torchs_swap_flag(ext):
+    # PyTorch's `set_swap_module_params_on_conversion(True)` loads through
+    # `Tensor.module_load`, which `__torch_function__` answers: `assign=True` then takes
+    # the tensors as they are, the module's parameters the Rust memory.
+    state, pointers = ext.model_state()
+    pointers = dict(pointers)
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        net = fresh_net()
+        net.load_state_dict(state, assign=True)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(before)
+    for name, parameter in net.named_parameters():
+        assert type(parameter) is torch.nn.Parameter and parameter.requires_grad
+        assert parameter.data_ptr() == pointers[name], name
+
+
+def test_a_tensor_is_tensor_like_for_pytorch(ext):
+    t, ptr = ext.make("float32", [2, 3])
+    values = torch.from_dlpack(t).clone()
+    assert torch.overrides.is_tensor_like(t)
+    assert torch.equal(torch.add(t, 1), values + 1)
+    # Nested in lists and tuples, and as keywords.
+    assert torch.equal(torch.cat([t, t]), torch.cat([values, values]))
+    assert torch.equal(torch.stack((t, t)), torch.stack((values, values)))
+    assert torch.equal(torch.add(values, other=t, alpha=2), values * 3)
+    assert torch.equal(torch.zeros(2, 3).copy_(t), values)
+    # Without a copy: a PyTorch function writes the tensor's own memory (`out=`).
+    torch.add(values, 1, out=t)
+    assert torch.from_dlpack(t).data_ptr() == ptr
+    assert torch.equal(torch.from_dlpack(t), values + 1)
+    assert torch.as_tensor(t).data_ptr() == ptr
+
+
+def test_read_only_memory_of_rusts_reaches_torch_functions_as_a_copy(ext):
+    # As for torch.from_dlpack: the guard of `copies_read_only` holds through
+    # `__torch_function__`, so a function that writes it writes a copy.
+    kept = ext.KeptArc(4)
+    t = kept.export()
+    torch.add(torch.ones(4), 10, out=t)
+    assert kept.values() == [0.0, 1.0, 2.0, 3.0]
+    assert torch.add(t, 1).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_another_tensor_like_type_gets_the_call(ext):
+    t, _ = ext.make("float32", [3])
+
+    class Other:
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return "other"
+
+    assert torch.add(t, Other()) == "other"
+    assert torch.add(Other(), t) == "other"
+
+
+def test_torch_is_imported_only_by_torch():
+    child = run_child(
+        """
+        import sys
+        import numpy as np
+        import dlpack_test_ext as ext
+        t, _ = ext.make("float32", [3])
+        np.from_dlpack(t)
+        assert "torch" not in sys.modules, "imported"
+        import torch
+        assert torch.add(t, 1).tolist() == (np.from_dlpack(t) + 1).tolist()
+        print("ok")
+        """
+    )
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
+
+
+def test_torch_save_of_a_state_dict_is_refused_with_the_copy_to_make(ext, tmp_path):
+    import pickle
+
+    state, _ = ext.model_state()
+    with pytest.raises(TypeError, match=r"torch\.from_dlpack\(t\)\.clone\(\)"):
+        torch.save(state, tmp_path / "model.pt")
+    with pytest.raises(TypeError, match="cannot pickle"):
+        pickle.dumps(state)
+    # The copy the message names saves and loads back.
+    torch.save({k: torch.from_dlpack(v).clone() for k, v in state.items()},
+               tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt")
+    assert all(torch.equal(loaded[k], torch.from_dlpack(v)) for k, v in state.items())

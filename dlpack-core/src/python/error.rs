@@ -128,24 +128,30 @@ pub(super) fn conversion_hint(dtype: DataType) -> Option<String> {
     if !is_standard_dtype(dtype) {
         return None;
     }
-    let name = dtype.to_string();
-    let numpy = match name.as_str() {
-        "bfloat16" => None,
-        "bool" => Some("a.astype(numpy.bool_)".to_owned()),
-        _ => Some(format!("a.astype(numpy.{name})")),
-    };
-    let torch = format!("t.to(torch.{name})");
+    let numpy = numpy_astype(dtype);
+    let torch = format!("t.to(torch.{dtype})");
     Some(match numpy {
         Some(numpy) => format!("convert it first: {numpy} for NumPy, {torch} for PyTorch"),
         None => format!("convert it first: {torch} for PyTorch"),
     })
 }
 
+/// `a.astype(numpy.<dtype>)`, NumPy's conversion of an array `a` to `dtype` (a
+/// standard one, see [`is_standard_dtype`]), or `None` where NumPy has no such type
+/// (bfloat16).
+pub(super) fn numpy_astype(dtype: DataType) -> Option<String> {
+    match dtype.to_string().as_str() {
+        "bfloat16" => None,
+        "bool" => Some("a.astype(numpy.bool_)".to_owned()),
+        name => Some(format!("a.astype(numpy.{name})")),
+    }
+}
+
 /// Whether `dtype` is one that NumPy, PyTorch or JAX exchange through DLPack (a
 /// scalar bool, integer, IEEE or brain float, or complex of a standard width): a
 /// mismatch with it is the caller's type error, while any other type cannot be
 /// exchanged at all.
-fn is_standard_dtype(dtype: DataType) -> bool {
+pub(super) fn is_standard_dtype(dtype: DataType) -> bool {
     let bits = dtype.bits();
     dtype.lanes() == 1
         && match dtype.code() {

@@ -35,6 +35,16 @@
 //!   and no longer see the struct: read the attributes again after a Rust write. A field
 //!   that no view reaches is written in place, with no copy. Two fields tied by a setter
 //!   (`m.a.weight = m.b.weight`) share one buffer until either is written from Rust.
+//!   [`shares`] (`m.shares(tensor, name)`, a comparison of addresses) says whether a
+//!   tensor still views the field: after a Rust write, a PyTorch module built with
+//!   `assign=True` is attached again in two lines:
+//!
+//!   ```python
+//!   if not all(m.shares(p, name) for name, p in module.named_parameters()):
+//!       module.load_state_dict({k: torch.from_dlpack(v) for k, v in m.state_dict().items()}, assign=True)
+//!   ```
+//!
+//!   (an optimizer built over the old parameters must be built again too).
 //! - **Python's writes reach the field, and only what shares its buffer on purpose**:
 //!   the fields tied to it, and Rust handles made from its shares
 //!   ([`TensorField::share`], a `DLPackArray` of one); never a clone (`Clone` copies
@@ -87,9 +97,42 @@
 //!   one released the interpreter: serialize the calls that write (a lock in Python)
 //!   where they may meet.
 //!
+//! # PyTorch
+//!
+//! A `state_dict()` is what PyTorch's `module.load_state_dict(sd)` takes as it is: its
+//! values are [`Tensor`]s, tensor-like for PyTorch (`__torch_function__`), which
+//! `param.copy_` reads without a copy of its own. `assign=True` (the module's
+//! parameters made the model's memory) needs PyTorch's own tensors, which
+//! `torch.nn.Parameter` insists on: `{k: torch.from_dlpack(v) for k, v in
+//! m.state_dict().items()}`, or PyTorch's
+//! `torch.__future__.set_swap_module_params_on_conversion(True)`, under which PyTorch
+//! asks through `__torch_function__` for those too. `torch.save(m.state_dict(), f)` is
+//! refused as every pickling of a `Tensor` is (it shares memory): save
+//! `{k: torch.from_dlpack(v).clone() for k, v in sd.items()}`, or write a checkpoint
+//! from Rust. The one difference from PyTorch's semantics: a value of another dtype is
+//! refused where PyTorch converts it ([`load_state_dict`] says why, and its message
+//! gives the one-line conversion).
+//!
+//! # From a Rust method
+//!
+//! A method with `&self` saves the model with [`TensorBatch::share`]: every field as a
+//! share of its buffer, no copy and no round trip through a Python `dict`:
+//!
+//! ```rust,ignore
+//! /// `m.save(dir)`: a checkpoint of the fields as they are now.
+//! fn save(&self, dir: std::path::PathBuf) -> PyResult<()> {
+//!     Ok(TensorBatch::share(self)?.write_checkpoint(dir, 5 << 30)?)
+//! }
+//! ```
+//!
+//! # Setting up
+//!
 //! Call [`add_to_module`](super::add_to_module) in the extension's module: it adds
 //! [`ModelView`] and `IncompatibleKeys` under the module's name. Put `#[pymodel]`
-//! above `#[pymethods]` (PyO3 expands the attributes in order).
+//! above `#[pymethods]`: PyO3 expands the attributes in order, and below it `#[pymodel]`
+//! gets a block that PyO3 has already expanded: `#[pymodel]` says so where a function
+//! of no arguments lost its `#[new]` or `#[staticmethod]`, else the errors are PyO3's
+//! (a type error on a constructor's first argument).
 
 // Layout of this module, by concern:
 //
@@ -114,14 +157,48 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::batch::TensorBatch;
-use crate::python::Tensor;
+use crate::python::{Tensor, from_dlpack};
 use crate::tensor::ManagedTensor;
-use crate::traits::{FromDLPack, TensorField, TensorFields};
+use crate::traits::{Found, FromDLPack, TensorField, TensorFields};
 
 pub use attributes::{TensorAttribute, delattr, dir, getattr, repr, setattr};
 pub(crate) use state_dict::incompatible_keys;
 pub use state_dict::{load_state_dict, state_dict};
 pub use view::ModelView;
+
+/// `model.shares(tensor, name)`: whether `tensor` (a PyTorch tensor or `Parameter`, a
+/// NumPy or JAX array, a [`Tensor`], any DLPack producer's) still views the buffer of
+/// the model's tensor `name` (`"fc1.weight"`), the check after a Rust write (which gives
+/// a field that Python views a fresh buffer: copy-on-write, the [sharing
+/// rule](self)). A tensor with a `data_ptr()` method (PyTorch's, a `Tensor`) is
+/// checked by that address alone, with no export; another is imported to read its
+/// bytes. `KeyError` when the model has no tensor of that name.
+pub fn shares<T: PyModel>(
+    model: &Bound<'_, T>,
+    tensor: &Bound<'_, PyAny>,
+    name: &str,
+) -> PyResult<bool> {
+    let py = model.py();
+    // The tensor's bytes, read before the model is borrowed (both may run Python code).
+    let bytes = match tensor.getattr_opt(pyo3::intern!(py, "data_ptr"))? {
+        Some(data_ptr) if !tensor.is_instance_of::<pyo3::types::PyType>() => {
+            let first: usize = data_ptr.call0()?.extract()?;
+            first..first.saturating_add(1)
+        }
+        _ => {
+            let imported = from_dlpack(tensor)?;
+            let span = imported.byte_span()?;
+            span.start..span.start.saturating_add(span.len)
+        }
+    };
+    let this = model.try_borrow()?;
+    let Found::Tensor(field) = this.find_tensor(name) else {
+        return Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned()));
+    };
+    let span = field.share()?.byte_span()?;
+    let own = span.start..span.start.saturating_add(span.len);
+    Ok(bytes.start < own.end && own.start < bytes.end)
+}
 
 /// What a model class needs: a `#[pyclass]` (not `frozen`) whose tensors Python can
 /// share ([`TensorFields`]) and that loads a `state_dict` ([`FromDLPack`], derived).

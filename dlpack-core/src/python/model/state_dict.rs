@@ -8,9 +8,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
 
 use crate::batch::TensorBatch;
+use crate::dtype::DataType;
 use crate::error::Error;
 use crate::traits::Found;
 
+use crate::python::error::{is_standard_dtype, numpy_astype};
 use crate::python::from_dlpack;
 
 use super::PyModel;
@@ -64,7 +66,9 @@ pub(super) fn state_dict_under<'py, T: PyModel>(
 /// `model.state_dict(prefix="")`: a `dict` of every tensor by its `state_dict` name
 /// (with `prefix` before each), each a [`Tensor`] sharing the field's
 /// memory, in the order [`ToDLPack`](crate::ToDLPack) exports them.
-/// `torch.from_dlpack` of each is a PyTorch `state_dict` over the same memory.
+/// PyTorch's `module.load_state_dict` takes it as it is (a [`Tensor`] is tensor-like
+/// for PyTorch), and `torch.from_dlpack` of each is a PyTorch `state_dict` over the same
+/// memory (what `load_state_dict(sd, assign=True)` needs).
 pub fn state_dict<'py, T: PyModel>(
     model: &Bound<'py, T>,
     prefix: &str,
@@ -85,8 +89,19 @@ pub fn state_dict<'py, T: PyModel>(
 /// words it (`Error(s) in loading state_dict for Mlp: ...`); with `strict=False` they
 /// are returned, as PyTorch's named tuple `(missing_keys, unexpected_keys)`. A tensor
 /// whose shape differs from its field's is an error either way (PyTorch's
-/// `size mismatch for ...`), and so is one of another dtype (PyTorch converts the
-/// dtype; this crate does not guess).
+/// `size mismatch for ...`), and so is one of another dtype, worded the same way
+/// (`dtype mismatch for ...`), with one line after them that says what PyTorch would do
+/// and the one-line conversion that loads.
+///
+/// # Why another dtype is refused where PyTorch converts
+///
+/// PyTorch's `load_state_dict` copies each value with `param.copy_(value)`, which
+/// converts whatever the dtypes: float64 rounds into float32, integers become floats,
+/// a large float32 overflows a float16 to infinity, all without a word. A Rust model's
+/// fields have one type each, and a load that silently changes values is the failure a
+/// test is least likely to see; the conversion is one line in the caller's hands, which
+/// says which way it goes (`{k: v.to(torch.float32) if v.dtype == torch.float64 else v
+/// for k, v in sd.items()}`). This is the one difference from PyTorch's semantics.
 pub fn load_state_dict<'py, T: PyModel>(
     model: &Bound<'py, T>,
     state_dict: &Bound<'py, PyAny>,
@@ -170,6 +185,7 @@ pub fn load_state_dict<'py, T: PyModel>(
     for error in &failed {
         messages.push(failure_message(error));
     }
+    messages.extend(conversion_hints(&failed));
     if !messages.is_empty() {
         return Err(PyRuntimeError::new_err(format!(
             "Error(s) in loading state_dict for {class}:\n\t{}",
@@ -185,7 +201,8 @@ fn quoted(names: &[String]) -> String {
     quoted.join(", ")
 }
 
-/// One tensor's failure in PyTorch's words where PyTorch has them (a shape).
+/// One tensor's failure in PyTorch's words where PyTorch has them (a shape), and in
+/// the same form for a dtype, which PyTorch would convert.
 fn failure_message(error: &Error) -> String {
     match error {
         Error::Tensor { name, error } => match error.root() {
@@ -195,10 +212,50 @@ fn failure_message(error: &Error) -> String {
                 shape_text(found),
                 shape_text(expected)
             ),
+            Error::DtypeMismatch { expected, found } => format!(
+                "dtype mismatch for {name}: copying a param of dtype {found} from checkpoint, \
+                 the dtype in current model is {expected}."
+            ),
             root => format!("{name}: {}", crate::python::error::python_message(root)),
         },
         other => crate::python::error::python_message(other),
     }
+}
+
+/// After the failures, one line for each pair of dtypes that mismatched (a type both
+/// PyTorch and this crate name): what PyTorch would do (convert, as `copy_` does) and
+/// the one-line conversion that makes the `state_dict` load. The refusal stays: a
+/// float64 checkpoint rounded silently into float32 fields is a change of values that
+/// the caller should ask for.
+fn conversion_hints(failed: &[Error]) -> Vec<String> {
+    let mut pairs: Vec<(DataType, DataType)> = Vec::new();
+    for error in failed {
+        if let Error::Tensor { error, .. } = error {
+            if let Error::DtypeMismatch { expected, found } = error.root() {
+                if is_standard_dtype(*expected)
+                    && is_standard_dtype(*found)
+                    && !pairs.contains(&(*found, *expected))
+                {
+                    pairs.push((*found, *expected));
+                }
+            }
+        }
+    }
+    pairs
+        .into_iter()
+        .map(|(found, expected)| {
+            let numpy = match numpy_astype(expected) {
+                Some(astype) => format!(", or {astype} for a NumPy array"),
+                None => String::new(),
+            };
+            format!(
+                "PyTorch would convert {found} to {expected} here (copy_); this model \
+                 converts nothing silently: convert first, {{k: v.to(torch.{expected}) if \
+                 v.dtype == torch.{found} else v for k, v in sd.items()}} for PyTorch \
+                 tensors{numpy}."
+            )
+        })
+        .collect()
 }
 
 fn shape_text(shape: &[usize]) -> String {

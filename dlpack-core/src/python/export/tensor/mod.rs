@@ -6,6 +6,7 @@ mod arrow;
 mod c_api;
 #[cfg(any(Py_3_10, not(Py_LIMITED_API)))]
 mod fastcall;
+mod torch;
 
 pub(in crate::python) use c_api::own_table;
 
@@ -13,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::{IntoPyObject, intern};
 
 use crate::batch::TensorBatch;
@@ -41,9 +42,22 @@ use crate::tensor::ManagedTensor;
 /// module: `your_extension.Tensor`. Until then (or in an extension that never adds
 /// it), the type calls itself `dlpack_core.Tensor`.
 ///
+/// PyTorch takes a `Tensor` where it takes its own (it is tensor-like: it has
+/// `__torch_function__`, which `torch.overrides.is_tensor_like` looks for): a PyTorch
+/// function or method given one (`torch.add(t, 1)`, `param.copy_(t)`) gets
+/// `torch.from_dlpack(t)` instead, without a copy, so `module.load_state_dict(sd)` takes
+/// a model's `state_dict()` as it is. Only `load_state_dict(sd, assign=True)` needs
+/// PyTorch's own tensors (`torch.nn.Parameter` accepts nothing else):
+/// `{k: torch.from_dlpack(v) for k, v in sd.items()}`, or PyTorch's
+/// `torch.__future__.set_swap_module_params_on_conversion(True)`, under which
+/// `assign=True` goes through `__torch_function__` too. Either way the module's
+/// parameters are the tensors' memory. PyTorch is imported only when PyTorch calls the
+/// protocol.
+///
 /// A `Tensor` cannot be pickled or copied with `copy`: it shares memory with its
-/// producer, which another process cannot reach. Pickling it is a `TypeError` that says
-/// to copy it into an array first (`numpy.from_dlpack(t, copy=True)`).
+/// producer, which another process cannot reach. Pickling it (`pickle.dumps`,
+/// `torch.save` of a model's `state_dict()`) is a `TypeError` that says to copy it into
+/// an array first (`numpy.from_dlpack(t, copy=True)`, `torch.from_dlpack(t).clone()`).
 ///
 /// # The `__dlpack__` protocol
 ///
@@ -345,6 +359,23 @@ impl Tensor {
             .call_method1(intern!(py, "from_dlpack"), (slf,))
     }
 
+    /// PyTorch's protocol for tensor-like objects: PyTorch's functions and methods take
+    /// a `Tensor` (`torch.add(t, 1)`, `param.copy_(t)`, and so `Module.load_state_dict`
+    /// of a model's `state_dict()`), each `Tensor` of the call converted by
+    /// `torch.from_dlpack`, without a copy. PyTorch is imported only when PyTorch calls
+    /// this.
+    #[classmethod]
+    #[pyo3(signature = (func, types, args = None, kwargs = None))]
+    fn __torch_function__<'py>(
+        cls: &Bound<'py, PyType>,
+        func: &Bound<'py, PyAny>,
+        types: &Bound<'py, PyAny>,
+        args: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        torch::torch_function(cls, func, types, args, kwargs)
+    }
+
     /// Arrow's PyCapsule interface (feature `arrow`): `pa.array(t)`, `pl.Series(t)` and
     /// every consumer of the interface take the tensor without a copy, a 1-d tensor as a
     /// primitive array, an n-d one as an `arrow.fixed_shape_tensor` array (rows along
@@ -430,7 +461,8 @@ impl Tensor {
     fn __reduce__(&self) -> PyResult<()> {
         Err(pyo3::exceptions::PyTypeError::new_err(
             "cannot pickle a DLPack Tensor: it shares memory with its producer; copy it into \
-             an array first, for example numpy.from_dlpack(t, copy=True)",
+             an array first, for example numpy.from_dlpack(t, copy=True) for NumPy, or \
+             torch.from_dlpack(t).clone() for PyTorch (torch.save)",
         ))
     }
 }
