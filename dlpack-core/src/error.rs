@@ -271,12 +271,12 @@ pub enum Error {
     ///   (...): `#[dlpack(rename = "self_attn")]` on the field `self_attention`";
     /// - a prefix on every unexpected name that, stripped, gives the missing ones (at
     ///   least half of them) is one line with
-    ///   [`Checkpoint::load_at`](crate::safetensors::Checkpoint::load_at), and a prefix
+    ///   `Checkpoint::load_at` (feature `safetensors`), and a prefix
     ///   on the missing names that the checkpoint lacks one with `#[dlpack(flatten)]`;
     /// - an [`Error::EmptyContainer`] or [`Error::LoneShard`] among `failed` says what
     ///   the unexpected or missing names mean;
     /// - float tensors of another float type are one line per pair of types, with
-    ///   [`ReadOptions::convert_floats`](crate::safetensors::ReadOptions::convert_floats).
+    ///   `ReadOptions::convert_floats` (feature `safetensors`).
     #[error(
         "state_dict does not fit: {}",
         state_dict_text(missing, unexpected, failed)
