@@ -280,3 +280,55 @@ map_fields! {
         }
     }
 }
+
+/// A value's tensors as a batch of shares (here, beside [`TensorFields`], so that the
+/// batch knows nothing of the traits).
+impl crate::batch::TensorBatch {
+    /// use dlpack_core::{FromDLPack, Parameter1, Parameter2, TensorBatch, ToDLPack};
+    /// use ndarray::{Array1, Array2};
+    ///
+    /// #[derive(ToDLPack, FromDLPack)]
+    /// struct Linear {
+    ///     weight: Parameter2<f32>,
+    ///     bias: Parameter1<f32>,
+    /// }
+    ///
+    /// impl Linear {
+    ///     fn save(&self) -> dlpack_core::Result<TensorBatch> {
+    ///         // With feature `safetensors`: `.write_checkpoint(dir, 5 << 30)` on it.
+    ///         TensorBatch::share(self)
+    ///     }
+    /// }
+    ///
+    /// let fc = Linear {
+    ///     weight: Array2::<f32>::ones((2, 3)).into(),
+    ///     bias: Array1::<f32>::zeros(2).into(),
+    /// };
+    /// let batch = fc.save()?;
+    /// assert_eq!(batch.names().collect::<Vec<_>>(), ["weight", "bias"]);
+    /// let weight = batch.get("weight").map(|t| t.data_ptr().cast::<f32>().cast_const());
+    /// assert_eq!(weight, Some(fc.weight.view().as_ptr())); // the field's own buffer
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn share<T: TensorFields + ?Sized>(value: &T) -> Result<Self> {
+        let mut batch = Self::new();
+        let mut failed = None;
+        let mut name = String::new();
+        value.visit_tensors(&mut name, &mut |name, field| {
+            if failed.is_some() {
+                return;
+            }
+            let shared = field
+                .share()
+                .map_err(|e| e.in_tensor(name))
+                .and_then(|tensor| batch.insert(name, tensor));
+            if let Err(e) = shared {
+                failed = Some(e);
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(batch),
+        }
+    }
+}
