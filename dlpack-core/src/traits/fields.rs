@@ -284,6 +284,20 @@ map_fields! {
 /// A value's tensors as a batch of shares (here, beside [`TensorFields`], so that the
 /// batch knows nothing of the traits).
 impl crate::batch::TensorBatch {
+    /// Every tensor of `value` (a model: a struct that derives `ToDLPack` over
+    /// `Parameter` fields), each a share of the field's buffer, without a copy, named
+    /// and ordered as its `state_dict`: what a model's Rust method saves from `&self`,
+    /// with no round trip through Python and no `Clone`
+    /// (`TensorBatch::share(self)?.write_checkpoint(dir, max_shard_bytes)`). Each share
+    /// keeps its buffer alive, and counts as a holder while it lives: a Rust write to
+    /// the field copies first (see `Parameter`), so drop the batch once it is written.
+    ///
+    /// # Errors
+    ///
+    /// A share that cannot be made (the allocation of a `bool` field's copy), named
+    /// ([`Error::Tensor`](crate::Error::Tensor)).
+    #[cfg_attr(all(feature = "derive", feature = "ndarray"), doc = "```")]
+    #[cfg_attr(not(all(feature = "derive", feature = "ndarray")), doc = "```ignore")]
     /// use dlpack_core::{FromDLPack, Parameter1, Parameter2, TensorBatch, ToDLPack};
     /// use ndarray::{Array1, Array2};
     ///
