@@ -14,10 +14,11 @@ use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
+use crate::layout;
 use crate::tensor::ManagedTensor;
 
 use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
-use super::read::{Made, buffer, element_count, empty_strides, not_a_bool};
+use super::read::{Made, Part, buffer, c_strides, element_count, empty_strides, not_a_bool};
 
 /// Opens `path` for reading: its file and length. Only a regular file (or a link to
 /// one) is read: a folder is an [`Error::Io`] of kind `IsADirectory` (opening one
@@ -120,8 +121,21 @@ pub(super) fn read_header(path: &Path, file: &File, file_len: u64) -> Result<(He
 /// A private (copy-on-write) mapping of a whole file, shared by the tensors over it and
 /// never read or written through after they are made: each tensor reaches its own
 /// bytes through its own pointer. (Held, never named: dropping it unmaps the file.)
-struct Mapping {
-    _map: MmapMut,
+struct Mapping<M> {
+    _map: M,
+}
+
+/// Memory that holds a file's bytes, whose bytes stay where they are when it moves: a
+/// mapping of the file (or, in tests, a heap buffer).
+trait Image: Send + Sync + 'static {
+    /// The bytes, writable.
+    fn bytes(&mut self) -> &mut [u8];
+}
+
+impl Image for MmapMut {
+    fn bytes(&mut self) -> &mut [u8] {
+        self
+    }
 }
 
 /// The alignment a mapped tensor's data gets: its element size (what consumers such as
@@ -160,26 +174,36 @@ pub(super) unsafe fn map_file(
             bytes.len() as u64,
         )?
     };
-    // SAFETY: `header` was parsed from this mapping, and the caller's contract is
-    // `map_safetensors`'.
-    let tensors = unsafe { mapped_tensors(path, map, &header, keep) }?;
+    let mut keep = keep;
+    let whole = |index: usize| {
+        let entry = &header.entries[index];
+        keep(index).then(|| Part::whole(&entry.shape, entry.end - entry.begin))
+    };
+    // SAFETY:
+    // - `header` was parsed from this mapping;
+    // - each part is the whole of its entry (what `mapped_tensors` asks of a part);
+    // - the caller's contract is `map_safetensors`'.
+    let tensors = unsafe { mapped_tensors(path, map, &header, whole) }?;
     Ok((header, tensors))
 }
 
 /// Maps a file of a checkpoint whose header `header` was parsed from the bytes `json`
 /// when it was opened: the mapping must hold those very bytes as its header, and be as
 /// long as the file was (else an [`Error::InvalidFile`]: the file changed since), so
-/// that `header` describes it; then as [`map_file`], without parsing again.
+/// that `header` describes it; then as [`map_file`], without parsing again, a tensor
+/// for each entry that `part` gives a part of (a view of that part of its bytes).
 ///
 /// # Safety
 ///
-/// As for [`TensorBatch::map_safetensors`].
+/// - every part that `part` gives for an entry is [`Part::new`]'s for that entry's
+///   dtype, shape and byte length (its whole, or one rank's part of it);
+/// - as for [`TensorBatch::map_safetensors`].
 pub(super) unsafe fn map_opened(
     path: &Path,
     file: &File,
     header: &Header,
     json: &[u8],
-    keep: impl FnMut(usize) -> bool,
+    part: impl FnMut(usize) -> Option<Part>,
 ) -> Result<Vec<Option<ManagedTensor>>> {
     // SAFETY: the caller's contract is `map_safetensors`'.
     let map = unsafe { map_copy(path, file) }?;
@@ -193,8 +217,9 @@ pub(super) unsafe fn map_opened(
     // SAFETY:
     // - the mapping is as long as the file was and holds the header `header` was parsed
     //   from, so that parsing it again would give `header`: what `mapped_tensors` asks;
+    // - the parts are `Part::new`'s for their entries (the caller's promise);
     // - the caller's contract is `map_safetensors`'.
-    unsafe { mapped_tensors(path, map, header, keep) }
+    unsafe { mapped_tensors(path, map, header, part) }
 }
 
 /// The error of a file of a checkpoint that changed since it was opened.
@@ -229,42 +254,106 @@ unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
         .map_err(|e| Error::io(path, &e))
 }
 
-/// Makes a tensor over `map` for each entry of `header` that `keep` accepts (by its
-/// index; `None` for the others), in the header's order, the mapping kept alive by the
-/// tensors.
+/// Makes a tensor over `map` for each entry of `header` that `part` gives a part of (by
+/// the entry's index; `None` for the others), in the header's order, the mapping kept
+/// alive by the tensors: a view of the part's elements in the mapping (strided when
+/// its bytes are not one run), or a copy of them, flagged `IS_COPIED`, where the
+/// entry's bytes are not aligned for its dtype.
 ///
 /// # Safety
 ///
 /// - `header` is what [`header::parse`] gives for the header that `map` holds, checked
 ///   against `map`'s own length;
+/// - every part is [`Part::new`]'s for its entry's dtype, shape and byte length (the
+///   whole entry, or one rank's part of it; the bytes it spans are checked here too);
 /// - as for [`TensorBatch::map_safetensors`].
 unsafe fn mapped_tensors(
     path: &Path,
-    mut map: MmapMut,
+    mut map: impl Image,
     header: &Header,
-    mut keep: impl FnMut(usize) -> bool,
+    mut part: impl FnMut(usize) -> Option<Part>,
 ) -> Result<Vec<Option<ManagedTensor>>> {
-    let base = map.as_mut_ptr();
+    let (base, map_len) = {
+        let bytes = map.bytes();
+        (bytes.as_mut_ptr(), bytes.len())
+    };
     let mapping = Arc::new(Mapping { _map: map });
     let mut tensors = Vec::with_capacity(header.entries.len());
     for (index, entry) in header.entries.iter().enumerate() {
-        if !keep(index) {
+        let Some(part) = part(index) else {
             tensors.push(None);
             continue;
-        }
+        };
         // Inside the mapping: `parse` checked that the data section holds exactly
-        // the tensors' bytes.
+        // the tensors' bytes (and so does this, whatever made the header).
+        let inside = (header.data_start.checked_add(entry.end)).is_some_and(|end| end <= map_len);
+        if !inside || entry.begin > entry.end {
+            return Err(changed(path));
+        }
         let data = base.wrapping_add(header.data_start + entry.begin);
         let len = entry.end - entry.begin;
+        let in_tensor = |e: Error| e.in_tensor(&entry.name);
+        // A part in one run is in C order; one in rows keeps the whole tensor's
+        // strides (each of the part's rows starts a whole tensor's row after the one
+        // before).
+        let strides = match empty_strides(&part.shape) {
+            Some(zeros) => Some(zeros),
+            None if part.is_contiguous() => None,
+            None => Some(c_strides(&entry.shape).iter().map(|&s| s as i64).collect()),
+        };
+        // The part's runs lie inside the tensor's bytes, and so does every element its
+        // shape and strides reach from its start, which is on its elements' alignment
+        // from the tensor's start: checked here, whatever computed the part.
+        let span = match part.rows {
+            0 => Some(0),
+            rows => (rows - 1)
+                .checked_mul(part.stride)
+                .and_then(|s| s.checked_add(part.first))
+                .and_then(|s| s.checked_add(part.len)),
+        };
+        let align = alignment(entry.dtype);
+        let bits = usize::from(entry.dtype.bits()) * usize::from(entry.dtype.lanes());
+        let reached = match bits / 8 {
+            size if bits % 8 == 0 && size > 0 => {
+                let elements: Vec<isize> = match &strides {
+                    Some(strides) => strides.iter().map(|&s| s as isize).collect(),
+                    None => c_strides(&part.shape),
+                };
+                part.first % size == 0
+                    && layout::check_in_buffer(
+                        &part.shape,
+                        &elements,
+                        part.first / size,
+                        len / size,
+                    )
+                    .is_ok()
+            }
+            // Packed elements: only parts in one run.
+            _ => part.is_contiguous(),
+        };
+        if !reached
+            || span.is_none_or(|span| span > len)
+            || part.first % align != 0
+            || (part.rows > 1 && part.stride % align != 0)
+        {
+            return Err(invalid(
+                path,
+                Some(&entry.name),
+                "a part outside its tensor",
+            ));
+        }
         // SAFETY:
-        // - `len` bytes from `data` lie inside the mapping (`parse` checked the data
-        //   section against the mapping's own length: the caller's promise), which
-        //   `mapping` keeps alive, and no tensor has been given them yet: the offsets of
+        // - `len` bytes from `data` lie inside the mapping (checked just above, as
+        //   `parse` checked the data section against the mapping's own length), which
+        //   `mapping` keeps alive and unmoved (an `Image`'s bytes stay where they are
+        //   when it moves into the `Arc`), and no tensor has been given them yet: the offsets of
         //   distinct tensors do not overlap (`parse`; empty tensors may share an
         //   address, and cover no byte);
         // - nobody writes them meanwhile (the caller's contract for other processes;
         //   this function only reads).
         let bytes: &[u8] = unsafe { core::slice::from_raw_parts(data, len) };
+        // The part's runs of bytes (inside `bytes`: checked above).
+        let runs = || part.ranges().map(|(start, end)| &bytes[start..end]);
         if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
             return Err(big_endian(path, &entry.name));
         }
@@ -272,41 +361,52 @@ unsafe fn mapped_tensors(
             name: &entry.name,
             path,
             dtype: entry.dtype,
-            shape: &entry.shape,
+            shape: &part.shape,
             flags: 0,
         };
-        if (data as usize) % alignment(entry.dtype) != 0 {
-            let in_tensor = |e: Error| e.in_tensor(&entry.name);
+        if (data as usize) % align != 0 {
             let mut copy =
-                buffer(entry.dtype, element_count(&entry.shape), len).map_err(in_tensor)?;
-            copy.bytes_mut().copy_from_slice(bytes);
+                buffer(entry.dtype, element_count(&part.shape), part.bytes()).map_err(in_tensor)?;
+            let mut out = copy.bytes_mut();
+            for run in runs() {
+                let (head, rest) = out.split_at_mut(run.len());
+                head.copy_from_slice(run);
+                out = rest;
+            }
             let flags = DLPACK_FLAG_BITMASK_IS_COPIED;
             tensors.push(Some(copy.into_tensor(Made { flags, ..made })?));
             continue;
         }
         if entry.dtype == DataType::BOOL {
-            if let Some(index) = bytes.iter().position(|&b| b > 1) {
-                return Err(not_a_bool(path, &entry.name, index, bytes[index]));
+            for (run, start) in runs().zip(part.ranges().map(|(start, _)| start)) {
+                if let Some(at) = run.iter().position(|&b| b > 1) {
+                    return Err(not_a_bool(path, &entry.name, start + at, run[at]));
+                }
             }
         }
         // The header's checks proved that every extent fits `i64`.
-        let shape: Vec<i64> = entry.shape.iter().map(|&d| d as i64).collect();
-        let strides = empty_strides(&entry.shape);
+        let shape: Vec<i64> = part.shape.iter().map(|&d| d as i64).collect();
+        let start = data.wrapping_add(part.first);
         // SAFETY:
-        // - `data` addresses the tensor's bytes in the private mapping: its elements
-        //   in C order (the strides given are C-contiguous, or all 0 for an empty
-        //   tensor, which addresses no element), aligned for the dtype
-        //   (checked above), kept alive and unmoved by the owner, an `Arc` of the
-        //   mapping that nothing reads or writes through;
+        // - `start` addresses the part's first element in the private mapping (`first`
+        //   bytes into the tensor's, checked above to lie inside them), aligned for
+        //   the dtype (the tensor's start, checked above, and `first` a multiple of
+        //   the alignment); through `shape` and `strides` it reaches exactly the part's
+        //   elements: in C order when they are one run (or none, with strides all 0),
+        //   else row after row at the whole tensor's strides, `Part::new`'s rows, whose
+        //   runs were checked above to end inside the tensor's bytes; kept alive and
+        //   unmoved by the owner, an `Arc` of the mapping that nothing reads or writes
+        //   through;
         // - writable (a private mapping), and nobody else reaches these bytes while
         //   the tensor lives: every other tensor of the file has bytes of its own
-        //   (offsets do not overlap), and the caller guarantees the file is not
-        //   modified (so pages not yet copied do not change);
-        // - a `bool` tensor holds only 0 and 1 (checked above).
+        //   (offsets do not overlap; one tensor per entry at most), and the caller
+        //   guarantees the file is not modified (so pages not yet copied do not
+        //   change);
+        // - a `bool` tensor holds only 0 and 1 in its part (checked above).
         let tensor = unsafe {
             ManagedTensor::from_owner(
                 Arc::clone(&mapping),
-                |_| data.cast(),
+                |_| start.cast(),
                 &shape,
                 strides.as_deref(),
                 entry.dtype,
@@ -314,7 +414,7 @@ unsafe fn mapped_tensors(
                 0,
             )
         }
-        .map_err(|e| e.in_tensor(&entry.name))?;
+        .map_err(in_tensor)?;
         tensors.push(Some(tensor));
     }
     Ok(tensors)
@@ -344,4 +444,164 @@ pub(super) fn assemble(header: Header, tensors: Vec<Option<ManagedTensor>>) -> R
     }
     *batch.metadata_mut() = header.metadata;
     Ok(batch)
+}
+
+#[cfg(all(test, feature = "ndarray"))]
+mod tests {
+    //! The views `mapped_tensors` makes, over a heap image of a file (so that Miri, which
+    //! cannot map files, checks every element they reach).
+
+    use ndarray::{ArrayD, Axis, IxDyn, Slice};
+
+    use super::*;
+    use crate::safetensors::read::Rank;
+    use crate::tensor::AlignedBytes;
+
+    impl Image for AlignedBytes {
+        fn bytes(&mut self) -> &mut [u8] {
+            self.as_bytes_mut()
+        }
+    }
+
+    /// `a` (f32 [4, 6]), `b` (f32 [2, 4, 2]), `c` (bool [4, 2]), `e` (f32 [0, 4]): a
+    /// file's bytes, its header, and the arrays. `shift` bytes of padding in the header
+    /// move the data off its alignment.
+    fn image(shift: usize) -> (AlignedBytes, Header, Vec<ArrayD<f32>>, Vec<u8>) {
+        let a: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..16).map(|i| 100.0 + i as f32).collect();
+        let c: Vec<u8> = (0..8).map(|i| (i % 3 == 0) as u8).collect();
+        let mut json = String::from(
+            r#"{"a":{"dtype":"F32","shape":[4,6],"data_offsets":[0,96]},"b":{"dtype":"F32","shape":[2,4,2],"data_offsets":[96,160]},"c":{"dtype":"BOOL","shape":[4,2],"data_offsets":[160,168]},"e":{"dtype":"F32","shape":[0,4],"data_offsets":[168,168]}}"#,
+        );
+        while (LENGTH_BYTES + json.len()) % 8 != shift {
+            json.push(' ');
+        }
+        let mut file = Vec::new();
+        file.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        file.extend_from_slice(json.as_bytes());
+        a.iter()
+            .chain(&b)
+            .for_each(|x| file.extend_from_slice(&x.to_le_bytes()));
+        file.extend_from_slice(&c);
+        let header = header::parse(Path::new("t"), json.as_bytes(), file.len() as u64).unwrap();
+        let mut bytes = AlignedBytes::zeroed(file.len()).unwrap();
+        bytes.as_bytes_mut().copy_from_slice(&file);
+        let arrays = vec![
+            ArrayD::from_shape_vec(IxDyn(&[4, 6]), a).unwrap(),
+            ArrayD::from_shape_vec(IxDyn(&[2, 4, 2]), b).unwrap(),
+        ];
+        (bytes, header, arrays, c)
+    }
+
+    fn chunk(full: &ArrayD<f32>, dim: usize, rank: usize, world: usize) -> ArrayD<f32> {
+        let part = full.len_of(Axis(dim)) / world;
+        let range = Slice::from(rank * part..(rank + 1) * part);
+        full.slice_axis(Axis(dim), range).to_owned()
+    }
+
+    /// Each rank's views (or copies, off alignment) hold exactly its chunk, and writes
+    /// through them reach only its elements.
+    #[test]
+    fn each_part_is_the_rank_chunk_aligned_or_not() {
+        for shift in [0, 2] {
+            for (world, splits) in [
+                (1, [0, 1]),
+                (2, [1, 1]),
+                (2, [0, 2]),
+                (3, [1, 0]),
+                (4, [0, 1]),
+            ] {
+                for rank in 0..world {
+                    let (bytes, header, arrays, c) = image(shift);
+                    let rank_of = Some(Rank { rank, world });
+                    let split = |i: usize| match i {
+                        0 => Some(splits[0]),
+                        1 => Some(splits[1]),
+                        2 => Some(0).filter(|_| 4 % world == 0),
+                        _ => Some(0),
+                    };
+                    let mut parts: Vec<Option<Part>> = (header.entries.iter().enumerate())
+                        .map(|(i, e)| {
+                            let len = e.end - e.begin;
+                            Part::new(e.dtype, &e.shape, len, split(i), rank_of).ok()
+                        })
+                        .collect();
+                    // SAFETY:
+                    // - `header` was parsed from the image's own header, against its length;
+                    // - each part is `Part::new`'s for its entry;
+                    // - the image is a heap buffer that nothing else reaches.
+                    let tensors = unsafe {
+                        mapped_tensors(Path::new("t"), bytes, &header, |i| parts[i].take())
+                    }
+                    .unwrap();
+                    let at = format!("shift {shift}, rank {rank} of {world}, {splits:?}");
+                    for (i, full) in arrays.iter().enumerate() {
+                        let Some(dim) = split(i).filter(|&d| full.len_of(Axis(d)) % world == 0)
+                        else {
+                            assert!(tensors[i].is_none(), "{at}");
+                            continue;
+                        };
+                        let tensor = tensors[i].as_ref().unwrap();
+                        assert_eq!(tensor.is_copied(), shift != 0, "{at}");
+                        let view = tensor.as_array::<f32, IxDyn>().unwrap();
+                        assert_eq!(view, chunk(full, dim, rank, world), "{at}");
+                    }
+                    if let Some(bools) = tensors[2].as_ref() {
+                        let view = bools.as_array::<bool, IxDyn>().unwrap();
+                        // Split along its rows when they divide, else whole.
+                        let (per, rank) = if 4 % world == 0 {
+                            (4 / world, rank)
+                        } else {
+                            (4, 0)
+                        };
+                        let want: Vec<bool> = c[rank * per * 2..(rank + 1) * per * 2]
+                            .iter()
+                            .map(|&b| b == 1)
+                            .collect();
+                        assert_eq!(view.iter().copied().collect::<Vec<_>>(), want, "{at}");
+                    }
+                    let empty = tensors[3].as_ref().unwrap();
+                    assert_eq!(empty.shape(), [0, 4], "{at}");
+                    // Writes through every view: each reaches its own elements only.
+                    let mut tensors: Vec<ManagedTensor> = tensors.into_iter().flatten().collect();
+                    for (t, tensor) in tensors.iter_mut().enumerate() {
+                        if tensor.dtype() == DataType::F32 {
+                            tensor
+                                .as_array_mut::<f32, IxDyn>()
+                                .unwrap()
+                                .fill(-(t as f32));
+                        }
+                    }
+                    for (t, tensor) in tensors.iter().enumerate() {
+                        if tensor.dtype() == DataType::F32 {
+                            let view = tensor.as_array::<f32, IxDyn>().unwrap();
+                            assert!(view.iter().all(|&x| x == -(t as f32)), "{at}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A part that does not lie inside its tensor is refused, whatever made it.
+    #[test]
+    fn a_part_outside_its_tensor_is_refused() {
+        let (bytes, header, _, _) = image(0);
+        let rank = Some(Rank { rank: 1, world: 2 });
+        let e = &header.entries[0];
+        let mut lying = Part::new(e.dtype, &e.shape, e.end - e.begin, Some(1), rank).unwrap();
+        lying.first += 4;
+        // SAFETY: as above; the part is refused before any byte is reached.
+        let err = unsafe {
+            mapped_tensors(Path::new("t"), bytes, &header, |i| {
+                (i == 0).then(|| lying.clone())
+            })
+        }
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string().contains("a part outside its tensor"),
+            "{err}"
+        );
+    }
 }

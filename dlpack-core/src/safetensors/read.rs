@@ -113,13 +113,7 @@ impl Part {
         split: Option<usize>,
         rank: Option<Rank>,
     ) -> Result<Self> {
-        let whole = Self {
-            shape: shape.to_vec(),
-            rows: usize::from(len > 0),
-            len,
-            stride: len,
-            first: 0,
-        };
+        let whole = Self::whole(shape, len);
         let (Some(dim), Some(Rank { rank, world })) = (split, rank) else {
             return Ok(whole);
         };
@@ -171,13 +165,31 @@ impl Part {
         })
     }
 
+    /// The whole of a tensor of `shape` and `len` bytes: one segment of all its bytes
+    /// (none when it has none).
+    pub(crate) fn whole(shape: &[usize], len: usize) -> Self {
+        Self {
+            shape: shape.to_vec(),
+            rows: usize::from(len > 0),
+            len,
+            stride: len,
+            first: 0,
+        }
+    }
+
+    /// Whether the part's bytes are one run (the whole tensor, a split along the first
+    /// dimension, or none at all): its elements are then in C order from its start.
+    pub(crate) fn is_contiguous(&self) -> bool {
+        self.rows <= 1 || self.stride == self.len
+    }
+
     /// The bytes read, in the file.
     pub(crate) fn bytes(&self) -> usize {
         self.rows * self.len
     }
 
     /// The file ranges read, relative to the tensor's start, in order.
-    fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+    pub(crate) fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         (0..self.rows).map(|row| {
             let start = self.first + row * self.stride;
             (start, start + self.len)

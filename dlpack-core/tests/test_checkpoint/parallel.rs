@@ -3,9 +3,9 @@
 //! and reading only those bytes; shapes checked against the full tensors first.
 
 use dlpack_core::safetensors::{Checkpoint, ReadOptions};
-use dlpack_core::{DataType, Error, FromDLPack, ToDLPack};
+use dlpack_core::{DLPackArray, DataType, Error, FromDLPack, ToDLPack};
 use half::bf16;
-use ndarray::{Array1, Array2, Array3, ArrayD, Axis, Slice, concatenate};
+use ndarray::{Array1, Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3, Slice, concatenate};
 
 use super::{Linear, folder, linear, save, state_dict};
 
@@ -370,4 +370,140 @@ fn a_rank_reads_only_its_bytes() {
             assert_eq!(part.row[[1, 0]], -((n + rank * n / world) as f32));
         }
     }
+}
+
+/// What a rank maps: fields that keep the tensor they are given (views of the mapping).
+#[derive(FromDLPack)]
+struct MappedRank {
+    #[dlpack(split = 0)]
+    q: DLPackArray<f32, Ix2>,
+    #[dlpack(split = 1)]
+    o: DLPackArray<f32, Ix2>,
+    norm: DLPackArray<f32, Ix1>,
+    #[dlpack(split = 1)]
+    rotary: DLPackArray<f32, Ix3>,
+}
+
+/// The tensors `MappedRank` takes, whole.
+#[derive(ToDLPack, Clone)]
+struct Attention<T> {
+    q: Array2<T>,
+    o: Array2<T>,
+    norm: Array1<T>,
+    rotary: Array3<T>,
+}
+
+fn attention(n: usize) -> Attention<f32> {
+    let whole = full(n);
+    Attention {
+        q: whole.q,
+        o: whole.o,
+        norm: whole.norm,
+        rotary: whole.rotary,
+    }
+}
+
+#[test]
+fn a_mapped_rank_is_a_view_of_its_part_of_the_mapping() {
+    let dir = folder();
+    let n = 8;
+    let whole = attention(n);
+    save(whole.clone(), dir.path(), 300);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    assert!(checkpoint.shards().len() > 1);
+    for world in [1, 2, 4] {
+        let mut qs = Vec::new();
+        let mut os = Vec::new();
+        for rank in 0..world {
+            let options = ReadOptions::new().tensor_parallel(rank, world);
+            // SAFETY: the test's own files, unchanged while the values live.
+            let mapped: MappedRank = unsafe { checkpoint.read_mapped_with(&options) }.unwrap();
+            let at = format!("rank {rank} of {world}");
+            assert_eq!(mapped.q.view(), chunk(&whole.q, 0, rank, world), "{at}");
+            assert_eq!(mapped.o.view(), chunk(&whole.o, 1, rank, world), "{at}");
+            assert_eq!(mapped.rotary.view(), chunk(&whole.rotary, 1, rank, world));
+            assert_eq!(mapped.norm.view(), whole.norm);
+            // Views, not copies: a split along an inner dimension keeps the whole
+            // tensor's strides (its rows a whole row apart), and nothing is flagged copied.
+            assert_eq!(mapped.o.view().strides(), [2 * n as isize, 1], "{at}");
+            assert_eq!(mapped.rotary.view().strides(), [2 * n as isize, 2, 1]);
+            assert_eq!(mapped.q.view().strides(), [n as isize, 1], "{at}");
+            for tensor in [mapped.q.tensor(), mapped.o.tensor(), mapped.norm.tensor()] {
+                assert!(!tensor.is_copied(), "{at}");
+            }
+            qs.push(mapped.q.view().to_owned().into_dyn());
+            os.push(mapped.o.view().to_owned().into_dyn());
+        }
+        fn views(parts: &[ndarray::ArrayD<f32>]) -> Vec<ndarray::ArrayViewD<'_, f32>> {
+            parts.iter().map(|p| p.view()).collect()
+        }
+        assert_eq!(
+            concatenate(Axis(0), &views(&qs)).unwrap(),
+            whole.q.clone().into_dyn()
+        );
+        assert_eq!(
+            concatenate(Axis(1), &views(&os)).unwrap(),
+            whole.o.clone().into_dyn()
+        );
+    }
+    // A write to a rank's view stays in its private mapping: the file is unchanged.
+    let options = ReadOptions::new().tensor_parallel(1, 2);
+    // SAFETY: as above.
+    let mut mapped: MappedRank = unsafe { checkpoint.read_mapped_with(&options) }.unwrap();
+    mapped.o.view_mut().unwrap().fill(0.0);
+    // SAFETY: as above.
+    let reread: MappedRank = unsafe { checkpoint.read_mapped() }.unwrap();
+    assert_eq!(reread.o.view(), whole.o);
+    assert_eq!(mapped.o.view().sum(), 0.0);
+    assert_eq!(mapped.q.view(), chunk(&whole.q, 0, 1, 2));
+}
+
+#[test]
+fn a_mapped_rank_converts_by_reading_and_refuses_what_it_cannot_split() {
+    let dir = folder();
+    let whole = attention(8);
+    let narrow: Attention<bf16> = Attention {
+        q: whole.q.mapv(bf16::from_f32),
+        o: whole.o.mapv(bf16::from_f32),
+        norm: whole.norm.mapv(bf16::from_f32),
+        rotary: whole.rotary.mapv(bf16::from_f32),
+    };
+    save(narrow.clone(), dir.path(), 1 << 20);
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let options = ReadOptions::new()
+        .tensor_parallel(3, 4)
+        .convert_floats(DataType::F32);
+    // SAFETY: the test's own files, unchanged while the values live.
+    let mapped: MappedRank = unsafe { checkpoint.read_mapped_with(&options) }.unwrap();
+    // Read, converted: bf16 widened exactly.
+    let o = narrow.o.mapv(f32::from);
+    let rotary = narrow.rotary.mapv(f32::from);
+    assert_eq!(mapped.o.view(), chunk(&o, 1, 3, 4));
+    assert_eq!(mapped.rotary.view(), chunk(&rotary, 1, 3, 4));
+    assert!(mapped.o.view().is_standard_layout());
+    // Without conversion, the dtype is refused from the header, nothing mapped.
+    let plain = ReadOptions::new().tensor_parallel(3, 4);
+    // SAFETY: as above.
+    let err = unsafe { checkpoint.read_mapped_with::<MappedRank>(&plain) }
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("bfloat16"), "{err}");
+    // Three ranks cannot split extents of 8.
+    let three = ReadOptions::new()
+        .tensor_parallel(0, 3)
+        .convert_floats(DataType::F32);
+    // SAFETY: as above.
+    let err = unsafe { checkpoint.read_mapped_with::<MappedRank>(&three) }
+        .err()
+        .unwrap();
+    assert!(matches!(&err, Error::StateDict { .. }), "{err:?}");
+    let text = err.to_string();
+    for clause in [
+        "tensor `q`: cannot split a tensor of shape [16, 8] along dimension 0 between 3 ranks",
+        "tensor `o`: cannot split a tensor of shape [8, 16] along dimension 1 between 3 ranks",
+        "tensor `rotary`: cannot split a tensor of shape [3, 8, 2] along dimension 1",
+    ] {
+        assert!(text.contains(clause), "{text}");
+    }
+    assert!(!text.contains("norm"), "{text}");
 }

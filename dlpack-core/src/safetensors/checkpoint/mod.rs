@@ -504,38 +504,111 @@ impl Checkpoint {
     /// or truncated from the call until the last tensor of the batch, or anything made
     /// from one without a copy, is dropped.
     pub unsafe fn map(&self) -> Result<TensorBatch> {
-        let mut mapped: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
-        for shard in &self.shards {
+        let every: Vec<(usize, Option<usize>)> =
+            (0..self.tensors.len()).map(|i| (i, None)).collect();
+        let plan = Plan {
+            threads: std::num::NonZeroUsize::MIN,
+            convert: None,
+            rank: None,
+        };
+        // SAFETY: the caller's contract is this function's, which is `map_tensors'`.
+        let mapped = unsafe { self.map_tensors(&every, plan) }?;
+        self.batch((0..self.tensors.len()).map(|i| self.name(i)).zip(mapped))
+    }
+
+    /// The tensors at `taken` (indices into `tensors`, each with the dimension it is
+    /// split along between the ranks of the plan's group, if it is), in that order, as
+    /// [`map`](Self::map) makes them: each a view of its shard's mapping, of a split
+    /// tensor only the plan's rank's part (a strided view when it is not one run of
+    /// bytes). A tensor the plan converts is read instead (converted, into a buffer of
+    /// its own: a mapping holds the file's dtype). Only the shards that hold a tensor
+    /// mapped are mapped; each is checked to hold the header it had when opened.
+    ///
+    /// # Safety
+    ///
+    /// As for [`map`](Self::map), for every shard that holds a tensor at `taken`.
+    unsafe fn map_tensors(
+        &self,
+        taken: &[(usize, Option<usize>)],
+        plan: Plan,
+    ) -> Result<Vec<ManagedTensor>> {
+        let converts = |i: usize| {
+            let dtype =
+                self.shards[self.tensors[i].shard].header.entries[self.tensors[i].entry].dtype;
+            plan.dtype_of(dtype) != dtype
+        };
+        // The tensors read (converted), in `taken`'s order.
+        let to_read: Vec<(usize, Option<usize>)> = taken
+            .iter()
+            .copied()
+            .filter(|&(i, _)| converts(i))
+            .collect();
+        let read = self.read_tensors(&to_read, plan)?;
+        // Each tensor made, by its index in `tensors`.
+        let mut made: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
+        for (&(i, _), tensor) in to_read.iter().zip(read) {
+            made[i] = Some(tensor);
+        }
+        // For each tensor mapped, its split, by its index in `tensors`.
+        let mut split_of: Vec<Option<Option<usize>>> = vec![None; self.tensors.len()];
+        let mut shards = vec![false; self.shards.len()];
+        for &(i, split) in taken.iter().filter(|&&(i, _)| !converts(i)) {
+            split_of[i] = Some(split);
+            shards[self.tensors[i].shard] = true;
+        }
+        for (shard, _) in self
+            .shards
+            .iter()
+            .zip(&shards)
+            .filter(|(_, mapped)| **mapped)
+        {
             let listed = &shard.listed;
+            let entries = &shard.header.entries;
+            // The part of each entry mapped (the index lists it here and it is taken).
+            let mut parts = Vec::with_capacity(entries.len());
+            for (entry, at) in entries.iter().zip(listed) {
+                let Some(split) = at.and_then(|i| split_of[i]) else {
+                    parts.push(None);
+                    continue;
+                };
+                let len = entry.end - entry.begin;
+                let part = read::Part::new(entry.dtype, &entry.shape, len, split, plan.rank)
+                    .map_err(|e| e.in_tensor(&entry.name))?;
+                parts.push(Some(part));
+            }
             let again = match &shard.file {
                 Some(_) => None,
                 None => Some(shard.open_again()?),
             };
             let file = shard.file.as_ref().or(again.as_ref());
-            // SAFETY: the caller's contract is `map_safetensors`' for every shard; the
-            // header is the one read from this file (or the same file opened again)
-            // when it was opened, which `map_opened` checks the mapping holds.
+            // SAFETY:
+            // - the caller's contract is `map_safetensors`' for this shard;
+            // - the header is the one read from this file (or the same file opened
+            //   again) when it was opened, which `map_opened` checks the mapping holds;
+            // - each part is `Part::new`'s for its entry's dtype, shape and length.
             let tensors = unsafe {
                 map_opened(
                     &shard.path,
                     file.expect("a shard is kept open or opened again"),
                     &shard.header,
                     &shard.json,
-                    |entry| listed[entry].is_some(),
+                    |entry| parts.get_mut(entry).and_then(Option::take),
                 )
             }?;
             for (at, tensor) in listed.iter().zip(tensors) {
                 if let (Some(i), Some(tensor)) = (at, tensor) {
-                    mapped[*i] = Some(tensor);
+                    made[*i] = Some(tensor);
                 }
             }
         }
-        self.batch(
-            mapped
-                .into_iter()
-                .enumerate()
-                .filter_map(|(i, tensor)| Some((self.name(i), tensor?))),
-        )
+        taken
+            .iter()
+            .map(|&(i, _)| {
+                made[i]
+                    .take()
+                    .ok_or_else(|| invalid(&self.path, Some(self.name(i)), "taken twice"))
+            })
+            .collect()
     }
 }
 

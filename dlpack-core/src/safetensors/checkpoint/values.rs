@@ -154,7 +154,8 @@ impl Checkpoint {
     where
         T: FromDLPack<Input = TensorBatch>,
     {
-        self.read_as("", options, false).map(|(value, _)| value)
+        self.read_as("", options, false, Self::read_tensors)
+            .map(|(value, _)| value)
     }
 
     /// Reads a new `T` that takes a part of the checkpoint (one layer of a model, say),
@@ -183,7 +184,92 @@ impl Checkpoint {
     where
         T: FromDLPack<Input = TensorBatch>,
     {
-        self.read_as("", options, true)
+        self.read_as("", options, true, Self::read_tensors)
+    }
+
+    /// A new `T` over copy-on-write mappings of the shards, as [`read`](Self::read)
+    /// makes one from reads: strict in the same way, checked from the headers before
+    /// anything is mapped, and each tensor it takes a view of its shard's mapping (as
+    /// [`map`](Self::map) makes them; pages read when first touched), no copy for the
+    /// fields that keep the tensor they are given (`DLPackArray`; an owned `Array`
+    /// field copies, as it does from any tensor it did not make). Only the shards that
+    /// hold a tensor `T` takes are mapped.
+    ///
+    /// For a rank of a tensor-parallel group
+    /// ([`ReadOptions::tensor_parallel`]), each tensor that a field declares split is
+    /// the rank's part of the mapping: a view of one run of bytes for a split along
+    /// the first dimension, else a strided view that keeps the whole tensor's strides
+    /// (its rows a whole row apart, as `torch.chunk` of a contiguous tensor gives),
+    /// never a copy, and with the pages of the other ranks' parts never touched.
+    /// Tensors that [`ReadOptions::convert_floats`] converts are read, converted, into
+    /// buffers of their own (a mapping holds the file's dtype); the thread count applies
+    /// to those reads.
+    ///
+    /// ```no_run
+    /// # #[cfg(all(feature = "derive", feature = "ndarray"))]
+    /// # fn main() -> dlpack_core::Result<()> {
+    /// use dlpack_core::safetensors::{Checkpoint, ReadOptions};
+    /// use dlpack_core::{DLPackArray, FromDLPack};
+    /// use ndarray::{Ix1, Ix2};
+    ///
+    /// #[derive(FromDLPack)]
+    /// struct Mlp {
+    ///     #[dlpack(split = 0)]
+    ///     up: DLPackArray<f32, Ix2>,
+    ///     #[dlpack(split = 1)]
+    ///     down: DLPackArray<f32, Ix2>,
+    ///     norm: DLPackArray<f32, Ix1>,
+    /// }
+    ///
+    /// let checkpoint = Checkpoint::open("checkpoint-folder")?;
+    /// let rank = ReadOptions::new().tensor_parallel(1, 4);
+    /// // SAFETY: nothing modifies or truncates the shards while the model lives.
+    /// let mlp: Mlp = unsafe { checkpoint.read_mapped_with(&rank) }?;
+    /// # let _ = mlp;
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(all(feature = "derive", feature = "ndarray")))]
+    /// # fn main() {}
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), and as [`map`](Self::map) for the mappings.
+    ///
+    /// # Safety
+    ///
+    /// As for [`map`](Self::map), for every shard that holds a tensor `T` takes: no such
+    /// shard is modified or truncated from the call until the value, and everything
+    /// made from its tensors without a copy, is dropped.
+    pub unsafe fn read_mapped<T>(&self) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        // SAFETY: the caller's contract is this function's, which is `read_mapped_with`'s.
+        unsafe { self.read_mapped_with(&ReadOptions::new()) }
+    }
+
+    /// [`read_mapped`](Self::read_mapped), with a rank of a tensor-parallel group, float
+    /// conversion or a number of threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_mapped`](Self::read_mapped).
+    ///
+    /// # Safety
+    ///
+    /// As for [`read_mapped`](Self::read_mapped).
+    pub unsafe fn read_mapped_with<T>(&self, options: &ReadOptions) -> Result<T>
+    where
+        T: FromDLPack<Input = TensorBatch>,
+    {
+        let map = |checkpoint: &Self, taken: &[(usize, Option<usize>)], plan: Plan| {
+            // SAFETY: the caller guarantees `map`'s contract for every shard that
+            // holds a tensor `T` takes, and only those tensors are `taken`.
+            unsafe { checkpoint.map_tensors(taken, plan) }
+        };
+        self.read_as("", options, false, map)
+            .map(|(value, _)| value)
     }
 
     /// Loads the checkpoint into `value`, in place, as
@@ -304,14 +390,18 @@ impl Checkpoint {
     {
         // (`model.layers.7.` is `model.layers.7`.)
         let prefix = prefix.strip_suffix('.').unwrap_or(prefix);
-        self.read_as(prefix, options, false).map(|(value, _)| value)
+        self.read_as(prefix, options, false, Self::read_tensors)
+            .map(|(value, _)| value)
     }
 
+    /// A new `T` at `prefix`, its tensors made by `fetch` (read, or mapped), with what it
+    /// did not take.
     fn read_as<T: FromDLPack>(
         &self,
         prefix: &str,
         options: &ReadOptions,
         lenient: bool,
+        fetch: impl FnOnce(&Self, &[(usize, Option<usize>)], Plan) -> Result<Vec<ManagedTensor>>,
     ) -> Result<(T, LoadReport)> {
         let plan = options.plan()?;
         let selection = self.selection::<T>(prefix);
@@ -334,7 +424,7 @@ impl Checkpoint {
             errors.extend(empty.into_iter().map(Error::from));
             return Err(merge(errors, unexpected));
         }
-        let mut batch = self.selected_batch(&selection, plan, prefix)?;
+        let mut batch = self.selected_batch(&selection, plan, prefix, fetch)?;
         let value = T::from_dlpack_in(prefix, &mut batch);
         not_selected(&unexpected, |name| batch.contains(name))?;
         let leftovers: Vec<String> = batch.names().map(str::to_owned).collect();
@@ -514,6 +604,7 @@ impl Checkpoint {
         selection: &Selection<'_>,
         plan: Plan,
         prefix: &str,
+        fetch: impl FnOnce(&Self, &[(usize, Option<usize>)], Plan) -> Result<Vec<ManagedTensor>>,
     ) -> Result<TensorBatch> {
         // Each tensor taken, with the dimension it is split along, if it is.
         let mut split_of: Vec<Option<Option<usize>>> = vec![None; self.tensors.len()];
@@ -527,7 +618,7 @@ impl Checkpoint {
             .enumerate()
             .filter_map(|(i, split)| split.map(|split| (i, split)))
             .collect();
-        let read = self.read_tensors(&taken, plan)?;
+        let read = fetch(self, &taken, plan)?;
         let mut read = taken.iter().map(|&(i, _)| i).zip(read).peekable();
         let mut batch = TensorBatch::with_capacity(self.tensors.len());
         for i in 0..self.tensors.len() {
