@@ -188,10 +188,15 @@
 //!   naming the tensor, its full shape, the dimension and the world size (all of them
 //!   at once, in one [`Error::StateDict`]); a rank not below the world size is an
 //!   [`Error::InvalidRank`].
-//! - [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`] and the in-place loads
-//!   split; a [`Checkpoint::map`] and [`Checkpoint::read_where`] have no type to say
-//!   what is split, and give whole tensors. At world size 1 everything is as without
-//!   the option.
+//! - **Mapped, no copy**: [`Checkpoint::read_mapped_with`] (`unsafe`, as any mapping)
+//!   gives each split field a view of the rank's part of the shard's mapping, strided
+//!   when the part is not one run (the whole tensor's strides), so the pages of the
+//!   other ranks' parts are never touched; fields that keep their tensor
+//!   (`DLPackArray`) keep the view.
+//! - [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`], the in-place loads
+//!   and [`Checkpoint::read_mapped_with`] split; a [`Checkpoint::map`] and
+//!   [`Checkpoint::read_where`] have no type to say what is split, and give whole
+//!   tensors. At world size 1 everything is as without the option.
 //!
 #![cfg_attr(all(feature = "ndarray", feature = "derive"), doc = "```")]
 #![cfg_attr(not(all(feature = "ndarray", feature = "derive")), doc = "```ignore")]

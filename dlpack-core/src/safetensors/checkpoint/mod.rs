@@ -48,6 +48,7 @@ use super::read::{self, Plan, Source};
 /// | [`load_into`](Self::load_into), [`load_into_lenient`](Self::load_into_lenient) (and `_with`) | an existing value filled in place, its buffers kept | every tensor |
 /// | [`read_where`](Self::read_where), [`read_where_with`](Self::read_where_with) | a [`TensorBatch`] of the tensors a filter accepts | those tensors |
 /// | [`map`](Self::map) (`unsafe`) | a [`TensorBatch`] over copy-on-write mappings of the shards | headers only, pages when touched |
+/// | [`read_mapped`](Self::read_mapped), [`read_mapped_with`](Self::read_mapped_with) (`unsafe`) | a new value over copy-on-write mappings of the shards that hold what it takes (a tensor-parallel rank's parts as views) | headers only, pages when touched |
 ///
 /// Floats are converted only when asked ([`ReadOptions::convert_floats`]).
 pub struct Checkpoint {

@@ -92,10 +92,12 @@ impl ReadOptions {
     /// a `rank` not below it is an [`Error::InvalidRank`] when the options are used.
     /// At a world size of 1 every tensor is read whole, as without this option.
     ///
-    /// Used by [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`] and the
-    /// in-place loads (which learn the splits from the value's type, for the tensors a
-    /// fresh value of it would take); [`Checkpoint::read_where_with`] has no type to
-    /// declare splits, and reads every tensor whole.
+    /// Used by [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`],
+    /// [`Checkpoint::load_at_with`], [`Checkpoint::read_mapped_with`] (where a part is a
+    /// view of the mapping, nothing read) and the in-place loads (which learn the splits
+    /// from the value's type, for the tensors a fresh value of it would take);
+    /// [`Checkpoint::read_where_with`] has no type to declare splits, and reads every
+    /// tensor whole.
     #[must_use]
     pub fn tensor_parallel(mut self, rank: usize, world_size: usize) -> Self {
         self.parallel = Some((rank, world_size));
