@@ -598,7 +598,37 @@ fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) 
     for ((found, expected), names) in &floats {
         parts.push(float_mismatch_text(*found, *expected, names));
     }
-    parts.extend(others.iter().map(|e| e.to_string()));
+    // Tensors that cannot be split the same way (a shape repeated in every layer), one
+    // line each, their names grouped by pattern.
+    let mut splits: Vec<(String, Vec<&str>)> = Vec::new();
+    for err in others {
+        let text = match err {
+            Error::Tensor { name, error } if matches!(**error, Error::InvalidSplit { .. }) => {
+                Some((name.as_str(), error.to_string()))
+            }
+            _ => None,
+        };
+        let Some((name, text)) = text else {
+            splits.push((err.to_string(), Vec::new()));
+            continue;
+        };
+        match splits
+            .iter_mut()
+            .find(|(t, names)| *t == text && !names.is_empty())
+        {
+            Some((_, names)) => names.push(name),
+            None => splits.push((text, vec![name])),
+        }
+    }
+    parts.extend(
+        splits
+            .into_iter()
+            .map(|(text, names)| match names.as_slice() {
+                [] => text,
+                [name] => format!("tensor `{name}`: {text}"),
+                names => format!("{}: {text}", patterns::names_text(names)),
+            }),
+    );
     parts.extend(hints);
     parts.join("; ")
 }

@@ -33,7 +33,8 @@
 //! Run with `cargo bench -p dlpack-tests --bench safetensors`
 //! (`DLPACK_BENCH_DIR` picks the folder of the files; by default a temporary folder;
 //! `DLPACK_BENCH_ONLY=checkpoint` runs the checkpoint part alone,
-//! `DLPACK_BENCH_ONLY=parallel` the tensor-parallel one).
+//! `DLPACK_BENCH_ONLY=parallel` the tensor-parallel one, `DLPACK_BENCH_ONLY=load-at` one
+//! layer by its prefix).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -321,6 +322,10 @@ fn main() {
     }
     if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "parallel") {
         parallel(&mut c, &folder);
+        return;
+    }
+    if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "load-at") {
+        one_layer(&mut c, &folder);
         return;
     }
     if std::env::var("DLPACK_BENCH_ONLY").is_ok_and(|only| only == "convert") {
@@ -1011,6 +1016,64 @@ fn llama(d: usize, inner: usize, layers: usize, vocab: usize) -> Llama {
 
 /// The `parallel` group: rank 0 and rank 3 of 4 (owned, float32) beside the full load
 /// of the same checkpoint, then the same alternating, for the ratios.
+/// One layer of twelve by its prefix (`Checkpoint::load_at`) beside the full load.
+fn one_layer(c: &mut Criterion, folder: &Path) {
+    let dir = folder.join("llama-12");
+    if !dir.exists() {
+        let batch = llama(768, 2048, 12, 32000).to_dlpack().unwrap();
+        let total: u64 = batch
+            .iter()
+            .map(|(_, t)| 4 * t.num_elements().unwrap() as u64)
+            .sum();
+        batch.write_checkpoint(&dir, total / 4 + (1 << 20)).unwrap();
+    }
+    let shards = shards_of(&dir);
+    for shard in &shards {
+        black_box(std::fs::read(shard).unwrap());
+    }
+    let checkpoint = Checkpoint::open(&dir).unwrap();
+    let bytes = |under: &str| -> u64 {
+        let names: Vec<&str> = checkpoint.names().collect();
+        names
+            .iter()
+            .filter(|n| under.is_empty() || n.starts_with(under))
+            .map(|n| checkpoint.tensor(n).unwrap().byte_len() as u64)
+            .sum()
+    };
+    println!(
+        "\none layer: llama-shaped checkpoint, 12 layers, {} float32 shards, {:.1} MiB; \
+         layer 7 is {:.1} MiB ({:.4} of the bytes)",
+        shards.len(),
+        mib(bytes("")),
+        mib(bytes("layers.7.")),
+        bytes("layers.7.") as f64 / bytes("") as f64
+    );
+    let mut group = c.benchmark_group("load_at");
+    group.bench_function("llama 12 layers/Checkpoint::open + read (full)", |b| {
+        b.iter(|| Checkpoint::open(&dir).unwrap().read::<Llama>().unwrap())
+    });
+    group.bench_function("llama 12 layers/open + load_at(\"layers.7\")", |b| {
+        b.iter(|| {
+            let checkpoint = Checkpoint::open(&dir).unwrap();
+            checkpoint.load_at::<LlamaLayer>("layers.7").unwrap()
+        })
+    });
+    group.finish();
+    print_alternating(
+        "one layer of twelve by its prefix",
+        9,
+        &mut [
+            ("Checkpoint::open + read::<Llama> (full)", &mut || {
+                black_box(Checkpoint::open(&dir).unwrap().read::<Llama>().unwrap());
+            }),
+            ("open + load_at::<LlamaLayer>(\"layers.7\")", &mut || {
+                let checkpoint = Checkpoint::open(&dir).unwrap();
+                black_box(checkpoint.load_at::<LlamaLayer>("layers.7").unwrap());
+            }),
+        ],
+    );
+}
+
 fn parallel(c: &mut Criterion, folder: &Path) {
     let dir = folder.join("llama-4");
     if !dir.exists() {

@@ -169,6 +169,27 @@ pub(super) fn list(what: &str, names: &[&str]) -> Option<String> {
     Some(text)
 }
 
+/// `tensors `a`, `layers.{0..31}.q.weight` (32)` (at most [`LIST_LIMIT`] patterns, then
+/// `and N more`): the names grouped as [`list`] groups them, for a line that says what
+/// they share.
+pub(super) fn names_text(names: &[&str]) -> String {
+    let groups = groups(names);
+    let shown: Vec<String> = groups
+        .iter()
+        .take(LIST_LIMIT)
+        .map(|g| match g.names.len() {
+            1 => format!("`{}`", g.names[0]),
+            n => format!("`{}` ({n})", g.pattern()),
+        })
+        .collect();
+    let rest: usize = groups.iter().skip(LIST_LIMIT).map(|g| g.names.len()).sum();
+    let mut text = format!("tensors {}", shown.join(", "));
+    if rest > 0 {
+        let _ = write!(text, " and {rest} more");
+    }
+    text
+}
+
 /// A pattern of the names under `parent` that look like a container's items, each
 /// group by its first segment: `layers.{0..11}.…`.
 pub(super) fn look_alike_text(parent: &str, like: &[String], vec: bool) -> String {
