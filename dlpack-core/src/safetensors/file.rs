@@ -125,14 +125,25 @@ struct Mapping<M> {
     _map: M,
 }
 
-/// Memory that holds a file's bytes, whose bytes stay where they are when it moves: a
-/// mapping of the file (or, in tests, a heap buffer).
-trait Image: Send + Sync + 'static {
+/// Memory that holds a file's bytes: a mapping of the file (or, in tests, a heap
+/// buffer).
+///
+/// # Safety
+///
+/// An implementation's [`bytes`](Self::bytes) gives the same memory, initialised, at
+/// every call; that memory stays where it is when the value moves, and stays valid
+/// for reads and writes until the value is dropped, and the value itself never reads
+/// or writes it (tensors made over it reach it through their own pointers).
+unsafe trait Image: Send + Sync + 'static {
     /// The bytes, writable.
     fn bytes(&mut self) -> &mut [u8];
 }
 
-impl Image for MmapMut {
+// SAFETY:
+// - a mapping's pages stay at their address until it is unmapped (on drop), whatever
+//   moves the `MmapMut` (a pointer and a length), and `bytes` gives the whole mapping;
+// - it is private and writable, and `MmapMut` touches it only to unmap it.
+unsafe impl Image for MmapMut {
     fn bytes(&mut self) -> &mut [u8] {
         self
     }
@@ -181,7 +192,6 @@ pub(super) unsafe fn map_file(
     };
     // SAFETY:
     // - `header` was parsed from this mapping;
-    // - each part is the whole of its entry (what `mapped_tensors` asks of a part);
     // - the caller's contract is `map_safetensors`'.
     let tensors = unsafe { mapped_tensors(path, map, &header, whole) }?;
     Ok((header, tensors))
@@ -191,13 +201,12 @@ pub(super) unsafe fn map_file(
 /// when it was opened: the mapping must hold those very bytes as its header, and be as
 /// long as the file was (else an [`Error::InvalidFile`]: the file changed since), so
 /// that `header` describes it; then as [`map_file`], without parsing again, a tensor
-/// for each entry that `part` gives a part of (a view of that part of its bytes).
+/// for each entry that `part` gives a part of (a view of that part of its bytes: see
+/// `mapped_tensors` for what a part is).
 ///
 /// # Safety
 ///
-/// - every part that `part` gives for an entry is [`Part::new`]'s for that entry's
-///   dtype, shape and byte length (its whole, or one rank's part of it);
-/// - as for [`TensorBatch::map_safetensors`].
+/// As for [`TensorBatch::map_safetensors`].
 pub(super) unsafe fn map_opened(
     path: &Path,
     file: &File,
@@ -217,7 +226,6 @@ pub(super) unsafe fn map_opened(
     // SAFETY:
     // - the mapping is as long as the file was and holds the header `header` was parsed
     //   from, so that parsing it again would give `header`: what `mapped_tensors` asks;
-    // - the parts are `Part::new`'s for their entries (the caller's promise);
     // - the caller's contract is `map_safetensors`'.
     unsafe { mapped_tensors(path, map, header, part) }
 }
@@ -260,12 +268,14 @@ unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
 /// its bytes are not one run), or a copy of them, flagged `IS_COPIED`, where the
 /// entry's bytes are not aligned for its dtype.
 ///
+/// A part is [`Part::new`]'s for its entry's dtype, shape and byte length (the whole
+/// entry, or one rank's part of it) for the tensor to hold its elements; whatever it
+/// is, the tensor made stays inside its entry's bytes, or the entry gets an error.
+///
 /// # Safety
 ///
 /// - `header` is what [`header::parse`] gives for the header that `map` holds, checked
-///   against `map`'s own length;
-/// - every part is [`Part::new`]'s for its entry's dtype, shape and byte length (the
-///   whole entry, or one rank's part of it; the bytes it spans are checked here too);
+///   against `map`'s own length (so that no two entries' bytes overlap);
 /// - as for [`TensorBatch::map_safetensors`].
 unsafe fn mapped_tensors(
     path: &Path,
@@ -285,7 +295,8 @@ unsafe fn mapped_tensors(
             continue;
         };
         // Inside the mapping: `parse` checked that the data section holds exactly
-        // the tensors' bytes (and so does this, whatever made the header).
+        // the tensors' bytes (checked again here; that no two entries overlap is
+        // `parse`'s alone).
         let inside = (header.data_start.checked_add(entry.end)).is_some_and(|end| end <= map_len);
         if !inside || entry.begin > entry.end {
             return Err(changed(path));
@@ -301,9 +312,12 @@ unsafe fn mapped_tensors(
             None if part.is_contiguous() => None,
             None => Some(c_strides(&entry.shape).iter().map(|&s| s as i64).collect()),
         };
-        // The part's runs lie inside the tensor's bytes, and so does every element its
-        // shape and strides reach from its start, which is on its elements' alignment
-        // from the tensor's start: checked here, whatever computed the part.
+        // Whatever computed the part, the view made of it stays inside the tensor's
+        // bytes (that it holds the rank's elements is `Part::new`'s to get right): every
+        // element its shape and strides reach from its start (on its elements'
+        // alignment from the tensor's start) for whole-byte elements; packed elements
+        // only in one run, as long as the elements need; and the runs copied (where the
+        // tensor is not aligned) inside the tensor's bytes too.
         let span = match part.rows {
             0 => Some(0),
             rows => (rows - 1)
@@ -313,12 +327,13 @@ unsafe fn mapped_tensors(
         };
         let align = alignment(entry.dtype);
         let bits = usize::from(entry.dtype.bits()) * usize::from(entry.dtype.lanes());
+        // The view's strides in elements.
+        let elements: Vec<isize> = match &strides {
+            Some(strides) => strides.iter().map(|&s| s as isize).collect(),
+            None => c_strides(&part.shape),
+        };
         let reached = match bits / 8 {
             size if bits % 8 == 0 && size > 0 => {
-                let elements: Vec<isize> = match &strides {
-                    Some(strides) => strides.iter().map(|&s| s as isize).collect(),
-                    None => c_strides(&part.shape),
-                };
                 part.first % size == 0
                     && layout::check_in_buffer(
                         &part.shape,
@@ -328,8 +343,12 @@ unsafe fn mapped_tensors(
                     )
                     .is_ok()
             }
-            // Packed elements: only parts in one run.
-            _ => part.is_contiguous(),
+            _ => {
+                part.is_contiguous()
+                    && element_count(&part.shape)
+                        .checked_mul(bits)
+                        .is_some_and(|b| b.div_ceil(8) <= part.bytes())
+            }
         };
         if !reached
             || span.is_none_or(|span| span > len)
@@ -343,17 +362,17 @@ unsafe fn mapped_tensors(
             ));
         }
         // SAFETY:
-        // - `len` bytes from `data` lie inside the mapping (checked just above, as
-        //   `parse` checked the data section against the mapping's own length), which
-        //   `mapping` keeps alive and unmoved (an `Image`'s bytes stay where they are
-        //   when it moves into the `Arc`), and no tensor has been given them yet: the offsets of
-        //   distinct tensors do not overlap (`parse`; empty tensors may share an
-        //   address, and cover no byte);
-        // - nobody writes them meanwhile (the caller's contract for other processes;
-        //   this function only reads).
+        // - `data` is valid for reads of `len` bytes: they lie inside the mapping
+        //   (checked just above, as `parse` checked the data section against the
+        //   mapping's own length), which `mapping` keeps alive and unmoved (the
+        //   `Image` contract), one allocation of initialised bytes (a mapping's pages
+        //   read as the file's bytes or zeros), and `len` is at most the mapping's
+        //   length, itself at most `isize::MAX` (one allocation);
+        // - no tensor has been given these bytes yet, so nobody writes them while
+        //   `bytes` lives: the offsets of distinct tensors do not overlap (`parse`; empty
+        //   tensors may share an address, and cover no byte); this function only reads,
+        //   and the caller's contract excludes other processes' writes.
         let bytes: &[u8] = unsafe { core::slice::from_raw_parts(data, len) };
-        // The part's runs of bytes (inside `bytes`: checked above).
-        let runs = || part.ranges().map(|(start, end)| &bytes[start..end]);
         if cfg!(target_endian = "big") && entry.dtype.bits() > 8 {
             return Err(big_endian(path, &entry.name));
         }
@@ -368,7 +387,16 @@ unsafe fn mapped_tensors(
             let mut copy =
                 buffer(entry.dtype, element_count(&part.shape), part.bytes()).map_err(in_tensor)?;
             let mut out = copy.bytes_mut();
-            for run in runs() {
+            // The part's runs (inside `bytes`: `span`, checked above), as long as the
+            // copy in all.
+            for (start, end) in part.ranges() {
+                let (Some(run), true) = (bytes.get(start..end), out.len() >= end - start) else {
+                    return Err(invalid(
+                        path,
+                        Some(&entry.name),
+                        "a part outside its tensor",
+                    ));
+                };
                 let (head, rest) = out.split_at_mut(run.len());
                 head.copy_from_slice(run);
                 out = rest;
@@ -378,11 +406,24 @@ unsafe fn mapped_tensors(
             continue;
         }
         if entry.dtype == DataType::BOOL {
-            for (run, start) in runs().zip(part.ranges().map(|(start, _)| start)) {
+            // Every byte the view reaches (which the checks above keep inside `bytes`).
+            let strides: Vec<usize> = elements.iter().map(|&s| s as usize).collect();
+            let mut wrong = Ok(());
+            each_run(&part.shape, &strides, part.first, |start, run| {
+                let Some(run) = start.checked_add(run).and_then(|end| bytes.get(start..end)) else {
+                    wrong = Err(invalid(
+                        path,
+                        Some(&entry.name),
+                        "a part outside its tensor",
+                    ));
+                    return false;
+                };
                 if let Some(at) = run.iter().position(|&b| b > 1) {
-                    return Err(not_a_bool(path, &entry.name, start + at, run[at]));
+                    wrong = Err(not_a_bool(path, &entry.name, start + at, run[at]));
                 }
-            }
+                wrong.is_ok()
+            });
+            wrong?;
         }
         // The header's checks proved that every extent fits `i64`.
         let shape: Vec<i64> = part.shape.iter().map(|&d| d as i64).collect();
@@ -402,7 +443,8 @@ unsafe fn mapped_tensors(
         //   (offsets do not overlap; one tensor per entry at most), and the caller
         //   guarantees the file is not modified (so pages not yet copied do not
         //   change);
-        // - a `bool` tensor holds only 0 and 1 in its part (checked above).
+        // - a `bool` tensor holds only 0 and 1 at every position its view reaches
+        //   (checked above).
         let tensor = unsafe {
             ManagedTensor::from_owner(
                 Arc::clone(&mapping),
@@ -418,6 +460,47 @@ unsafe fn mapped_tensors(
         tensors.push(Some(tensor));
     }
     Ok(tensors)
+}
+
+/// Calls `f` with each run of consecutive elements, `(start, count)`, that `shape` and
+/// `strides` (in elements, none negative) reach from `first`, in C order, until `f`
+/// returns `false`: the innermost dimension is one run when its stride is 1.
+fn each_run(
+    shape: &[usize],
+    strides: &[usize],
+    first: usize,
+    mut f: impl FnMut(usize, usize) -> bool,
+) {
+    if shape.contains(&0) {
+        return;
+    }
+    let (outer, run) = match (shape.split_last(), strides.last()) {
+        (Some((&last, outer)), Some(&1)) => (outer, last),
+        _ => (shape, 1),
+    };
+    let mut index = vec![0usize; outer.len()];
+    loop {
+        let start = index
+            .iter()
+            .zip(strides)
+            .fold(first, |at, (&i, &s)| at.saturating_add(i.saturating_mul(s)));
+        if !f(start, run) {
+            return;
+        }
+        // The next index, the last dimension fastest.
+        let mut axis = outer.len();
+        loop {
+            let Some(next) = axis.checked_sub(1) else {
+                return;
+            };
+            axis = next;
+            index[axis] += 1;
+            if index[axis] < outer[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
 }
 
 /// The error of a tensor wider than a byte on a big-endian target.
@@ -457,7 +540,11 @@ mod tests {
     use crate::safetensors::read::Rank;
     use crate::tensor::AlignedBytes;
 
-    impl Image for AlignedBytes {
+    // SAFETY:
+    // - the bytes are a `Vec`'s heap blocks, initialised (zeroed), which stay where
+    //   they are when the buffer moves, and `bytes` gives the same `len` of them;
+    // - the buffer touches them only to free them.
+    unsafe impl Image for AlignedBytes {
         fn bytes(&mut self) -> &mut [u8] {
             self.as_bytes_mut()
         }
@@ -528,7 +615,6 @@ mod tests {
                         .collect();
                     // SAFETY:
                     // - `header` was parsed from the image's own header, against its length;
-                    // - each part is `Part::new`'s for its entry;
                     // - the image is a heap buffer that nothing else reaches.
                     let tensors = unsafe {
                         mapped_tensors(Path::new("t"), bytes, &header, |i| parts[i].take())
@@ -591,7 +677,7 @@ mod tests {
         let e = &header.entries[0];
         let mut lying = Part::new(e.dtype, &e.shape, e.end - e.begin, Some(1), rank).unwrap();
         lying.first += 4;
-        // SAFETY: as above; the part is refused before any byte is reached.
+        // SAFETY: as above (a part may be anything).
         let err = unsafe {
             mapped_tensors(Path::new("t"), bytes, &header, |i| {
                 (i == 0).then(|| lying.clone())
@@ -603,5 +689,63 @@ mod tests {
             err.to_string().contains("a part outside its tensor"),
             "{err}"
         );
+    }
+
+    /// The bytes of a `bool` view are checked wherever its shape and strides reach: a
+    /// byte that is not 0 or 1 in another rank's columns is no error, one in the rank's
+    /// own is, and so is one that a lying part's runs leave out but its shape reaches.
+    #[test]
+    fn a_bool_part_is_checked_where_its_view_reaches() {
+        let columns = |rank: usize| {
+            let e_rank = Some(Rank { rank, world: 2 });
+            move |e: &header::Entry| Part::new(e.dtype, &e.shape, e.end - e.begin, Some(1), e_rank)
+        };
+        for (rank, ok) in [(0, true), (1, false)] {
+            let (mut bytes, header, _, c) = image(0);
+            let c_at = header.data_start + header.entries[2].begin;
+            // Element [2, 1]: the second column, rank 1's.
+            bytes.as_bytes_mut()[c_at + 5] = 2;
+            let part = columns(rank)(&header.entries[2]).unwrap();
+            assert!(!part.is_contiguous());
+            // SAFETY: as above.
+            let made = unsafe {
+                mapped_tensors(Path::new("t"), bytes, &header, |i| {
+                    (i == 2).then(|| part.clone())
+                })
+            };
+            match made {
+                Ok(tensors) => {
+                    assert!(ok);
+                    let view = tensors[2].as_ref().unwrap();
+                    let view = view.as_array::<bool, IxDyn>().unwrap();
+                    let want: Vec<bool> = c.iter().step_by(2).map(|&b| b == 1).collect();
+                    assert_eq!(view.iter().copied().collect::<Vec<_>>(), want);
+                }
+                Err(err) => {
+                    assert!(!ok);
+                    assert!(err.to_string().contains("element 5 holds byte 2"), "{err}");
+                }
+            }
+        }
+        // A part whose one run is two bytes, and whose shape reaches all eight.
+        let (mut bytes, header, _, _) = image(0);
+        let c_at = header.data_start + header.entries[2].begin;
+        bytes.as_bytes_mut()[c_at + 6] = 7;
+        let lying = Part {
+            shape: vec![4, 2],
+            rows: 1,
+            len: 2,
+            stride: 2,
+            first: 0,
+        };
+        // SAFETY: as above.
+        let err = unsafe {
+            mapped_tensors(Path::new("t"), bytes, &header, |i| {
+                (i == 2).then(|| lying.clone())
+            })
+        }
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("element 6 holds byte 7"), "{err}");
     }
 }

@@ -3,7 +3,7 @@
 //! and reading only those bytes; shapes checked against the full tensors first.
 
 use dlpack_core::safetensors::{Checkpoint, ReadOptions};
-use dlpack_core::{DLPackArray, DataType, Error, FromDLPack, ToDLPack};
+use dlpack_core::{DLPackArray, DataType, Error, FromDLPack, ManagedTensor, ToDLPack};
 use half::bf16;
 use ndarray::{Array1, Array2, Array3, ArrayD, Axis, Ix1, Ix2, Ix3, Slice, concatenate};
 
@@ -404,6 +404,7 @@ fn attention(n: usize) -> Attention<f32> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "maps files")]
 fn a_mapped_rank_is_a_view_of_its_part_of_the_mapping() {
     let dir = folder();
     let n = 8;
@@ -529,4 +530,68 @@ fn tensors_that_cannot_be_split_alike_are_one_line() {
          shape [8] along dimension 0 between 3 ranks: 8 is not a multiple of 3"
     );
     assert_eq!(state_dict(&err).2.len(), 11);
+}
+
+/// A rank's parts of tensors that are not plain numbers, each split along its columns.
+#[derive(FromDLPack)]
+struct OddRank {
+    #[dlpack(split = 1)]
+    w: ManagedTensor,
+    #[dlpack(split = 1)]
+    b: ManagedTensor,
+    #[dlpack(split = 1)]
+    z: ManagedTensor,
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps files")]
+fn a_mapped_rank_reads_packed_columns_and_checks_only_its_own_bools() {
+    let dir = folder();
+    // `w`: float4 [2, 8], a row of 8 in 4 bytes; `b`: bool [2, 4], a 2 in the last
+    // column (rank 1's of 2); `z`: empty, with a huge second extent.
+    let mut json = String::from(
+        r#"{"w":{"dtype":"F4","shape":[2,8],"data_offsets":[0,8]},"b":{"dtype":"BOOL","shape":[2,4],"data_offsets":[8,16]},"z":{"dtype":"F32","shape":[0,1099511627776],"data_offsets":[16,16]}}"#,
+    );
+    while (8 + json.len()) % 8 != 0 {
+        json.push(' ');
+    }
+    let w: Vec<u8> = (0..8u8)
+        .map(|i| i.wrapping_mul(37).wrapping_add(11))
+        .collect();
+    let b = [1u8, 0, 1, 0, 0, 1, 1, 2];
+    let mut file = (json.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(json.as_bytes());
+    file.extend_from_slice(&w);
+    file.extend_from_slice(&b);
+    std::fs::write(dir.path().join("model.safetensors"), &file).unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let options = ReadOptions::new().tensor_parallel(0, 2);
+    // SAFETY: the test's own file, unchanged while the values live.
+    let rank: OddRank = unsafe { checkpoint.read_mapped_with(&options) }.unwrap();
+    // The packed columns are two bytes of each row, read (no strides describe them).
+    assert_eq!(rank.w.shape(), [2, 4]);
+    let len = 4;
+    // SAFETY: a tensor read into a buffer of its own, C-contiguous: 8 float4 in 4
+    // bytes, alive while `rank` is.
+    let got = unsafe { std::slice::from_raw_parts(rank.w.data_ptr().cast::<u8>(), len) };
+    assert_eq!(got, [w[0], w[1], w[4], w[5]]);
+    // The bools are a view of the mapping, the 2 in the other rank's column no error.
+    let bools = rank.b.as_array::<bool, ndarray::IxDyn>().unwrap();
+    assert_eq!(bools.strides(), [4, 1]);
+    assert_eq!(
+        bools.iter().copied().collect::<Vec<_>>(),
+        [true, false, false, true]
+    );
+    assert_eq!(rank.z.shape(), [0, 1 << 39]);
+    // Rank 1's column holds the 2: refused, naming the tensor and the element.
+    let options = ReadOptions::new().tensor_parallel(1, 2);
+    // SAFETY: as above.
+    let err = unsafe { checkpoint.read_mapped_with::<OddRank>(&options) }
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("`b`") && text.contains("element 7 holds byte 2"),
+        "{text}"
+    );
 }

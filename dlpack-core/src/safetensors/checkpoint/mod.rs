@@ -522,7 +522,8 @@ impl Checkpoint {
     /// [`map`](Self::map) makes them: each a view of its shard's mapping, of a split
     /// tensor only the plan's rank's part (a strided view when it is not one run of
     /// bytes). A tensor the plan converts is read instead (converted, into a buffer of
-    /// its own: a mapping holds the file's dtype). Only the shards that hold a tensor
+    /// its own: a mapping holds the file's dtype), and so is a rank's part of packed
+    /// elements that is not one run of bytes. Only the shards that hold a tensor
     /// mapped are mapped; each is checked to hold the header it had when opened.
     ///
     /// # Safety
@@ -533,17 +534,27 @@ impl Checkpoint {
         taken: &[(usize, Option<usize>)],
         plan: Plan,
     ) -> Result<Vec<ManagedTensor>> {
-        let converts = |i: usize| {
-            let dtype =
-                self.shards[self.tensors[i].shard].header.entries[self.tensors[i].entry].dtype;
+        // Read rather than mapped: a tensor the plan converts, and a rank's part of
+        // packed elements (float4, float6) that is not one run of bytes, which no
+        // strides describe.
+        let by_reading = |&(i, split): &(usize, Option<usize>)| {
+            let entry = &self.shards[self.tensors[i].shard].header.entries[self.tensors[i].entry];
+            let dtype = entry.dtype;
+            let packed = (usize::from(dtype.bits()) * usize::from(dtype.lanes())) % 8 != 0;
             plan.dtype_of(dtype) != dtype
+                || packed
+                    && read::Part::new(
+                        dtype,
+                        &entry.shape,
+                        entry.end - entry.begin,
+                        split,
+                        plan.rank,
+                    )
+                    .is_ok_and(|part| !part.is_contiguous())
         };
-        // The tensors read (converted), in `taken`'s order.
-        let to_read: Vec<(usize, Option<usize>)> = taken
-            .iter()
-            .copied()
-            .filter(|&(i, _)| converts(i))
-            .collect();
+        // The tensors read, in `taken`'s order.
+        let to_read: Vec<(usize, Option<usize>)> =
+            taken.iter().copied().filter(by_reading).collect();
         let read = self.read_tensors(&to_read, plan)?;
         // Each tensor made, by its index in `tensors`.
         let mut made: Vec<Option<ManagedTensor>> = self.tensors.iter().map(|_| None).collect();
@@ -553,7 +564,7 @@ impl Checkpoint {
         // For each tensor mapped, its split, by its index in `tensors`.
         let mut split_of: Vec<Option<Option<usize>>> = vec![None; self.tensors.len()];
         let mut shards = vec![false; self.shards.len()];
-        for &(i, split) in taken.iter().filter(|&&(i, _)| !converts(i)) {
+        for &(i, split) in taken.iter().filter(|&t| !by_reading(t)) {
             split_of[i] = Some(split);
             shards[self.tensors[i].shard] = true;
         }
@@ -585,8 +596,7 @@ impl Checkpoint {
             // SAFETY:
             // - the caller's contract is `map_safetensors`' for this shard;
             // - the header is the one read from this file (or the same file opened
-            //   again) when it was opened, which `map_opened` checks the mapping holds;
-            // - each part is `Part::new`'s for its entry's dtype, shape and length.
+            //   again) when it was opened, which `map_opened` checks the mapping holds.
             let tensors = unsafe {
                 map_opened(
                     &shard.path,
@@ -605,9 +615,9 @@ impl Checkpoint {
         taken
             .iter()
             .map(|&(i, _)| {
-                made[i]
-                    .take()
-                    .ok_or_else(|| invalid(&self.path, Some(self.name(i)), "taken twice"))
+                made[i].take().ok_or_else(|| {
+                    invalid(&self.path, Some(self.name(i)), "not made (listed twice?)")
+                })
             })
             .collect()
     }
