@@ -190,9 +190,10 @@
 //!   [`Error::InvalidRank`].
 //! - **Mapped, no copy**: [`Checkpoint::read_mapped_with`] (`unsafe`, as any mapping)
 //!   gives each split field a view of the rank's part of the shard's mapping, strided
-//!   when the part is not one run (the whole tensor's strides), so the pages of the
-//!   other ranks' parts are never touched; fields that keep their tensor
-//!   (`DLPackArray`) keep the view.
+//!   when the part is not one run (the whole tensor's strides), so that the rank reads
+//!   only its own bytes, and no page wholly inside other ranks' parts; fields that keep
+//!   their tensor (`DLPackArray`) keep the view. Packed columns (float4, float6 split
+//!   along an inner dimension) are read, since no strides describe them.
 //! - [`Checkpoint::read_with`], [`Checkpoint::read_lenient_with`], the in-place loads
 //!   and [`Checkpoint::read_mapped_with`] split; a [`Checkpoint::map`] and
 //!   [`Checkpoint::read_where`] have no type to say what is split, and give whole

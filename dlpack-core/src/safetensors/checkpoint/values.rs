@@ -202,10 +202,12 @@ impl Checkpoint {
     /// the rank's part of the mapping: a view of one run of bytes for a split along
     /// the first dimension, else a strided view that keeps the whole tensor's strides
     /// (its rows a whole row apart, as `torch.chunk` of a contiguous tensor gives),
-    /// never a copy, and with the pages of the other ranks' parts never touched.
-    /// Tensors that [`ReadOptions::convert_floats`] converts are read, converted, into
-    /// buffers of their own (a mapping holds the file's dtype); the thread count applies
-    /// to those reads.
+    /// never a copy: the rank reads only its own bytes, and no page wholly inside other
+    /// ranks' parts. Tensors that [`ReadOptions::convert_floats`] converts are read,
+    /// converted, into buffers of their own (a mapping holds the file's dtype), and so
+    /// are packed elements (float4, float6) split along an inner dimension, which no
+    /// strides describe; the thread count applies to those reads. A `bool` part is
+    /// checked to hold only 0 and 1 (other ranks' bytes are not its concern).
     ///
     /// ```no_run
     /// # #[cfg(all(feature = "derive", feature = "ndarray"))]
