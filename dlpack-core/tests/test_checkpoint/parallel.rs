@@ -429,7 +429,12 @@ fn a_mapped_rank_is_a_view_of_its_part_of_the_mapping() {
             assert_eq!(mapped.o.view().strides(), [2 * n as isize, 1], "{at}");
             assert_eq!(mapped.rotary.view().strides(), [2 * n as isize, 2, 1]);
             assert_eq!(mapped.q.view().strides(), [n as isize, 1], "{at}");
-            for tensor in [mapped.q.tensor(), mapped.o.tensor(), mapped.norm.tensor()] {
+            for tensor in [
+                mapped.q.tensor(),
+                mapped.o.tensor(),
+                mapped.norm.tensor(),
+                mapped.rotary.tensor(),
+            ] {
                 assert!(!tensor.is_copied(), "{at}");
             }
             qs.push(mapped.q.view().to_owned().into_dyn());
@@ -594,4 +599,45 @@ fn a_mapped_rank_reads_packed_columns_and_checks_only_its_own_bools() {
         text.contains("`b`") && text.contains("element 7 holds byte 2"),
         "{text}"
     );
+}
+
+/// Two split fields of `f32`.
+#[derive(FromDLPack)]
+struct Columns {
+    #[dlpack(split = 0)]
+    rows: DLPackArray<f32, Ix2>,
+    #[dlpack(split = 1)]
+    columns: DLPackArray<f32, Ix2>,
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps files")]
+fn a_mapped_rank_of_a_misaligned_shard_copies_its_part_alone() {
+    let dir = folder();
+    // The data section starts 2 bytes off a 4-byte boundary: no `f32` view of it.
+    let mut json = String::from(
+        r#"{"rows":{"dtype":"F32","shape":[4,2],"data_offsets":[0,32]},"columns":{"dtype":"F32","shape":[2,4],"data_offsets":[32,64]}}"#,
+    );
+    while (8 + json.len()) % 8 != 2 {
+        json.push(' ');
+    }
+    let values: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let mut file = (json.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(json.as_bytes());
+    values
+        .iter()
+        .for_each(|v| file.extend_from_slice(&v.to_le_bytes()));
+    std::fs::write(dir.path().join("model.safetensors"), &file).unwrap();
+    let checkpoint = Checkpoint::open(dir.path()).unwrap();
+    let rows = Array2::from_shape_vec((4, 2), values[..8].to_vec()).unwrap();
+    let columns = Array2::from_shape_vec((2, 4), values[8..].to_vec()).unwrap();
+    for rank in 0..2 {
+        let options = ReadOptions::new().tensor_parallel(rank, 2);
+        // SAFETY: the test's own file, unchanged while the value lives.
+        let got: Columns = unsafe { checkpoint.read_mapped_with(&options) }.unwrap();
+        assert!(got.rows.tensor().is_copied() && got.columns.tensor().is_copied());
+        assert_eq!(got.rows.view(), chunk(&rows, 0, rank, 2));
+        assert_eq!(got.columns.view(), chunk(&columns, 1, rank, 2));
+        assert!(got.columns.view().is_standard_layout());
+    }
 }
