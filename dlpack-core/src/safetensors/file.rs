@@ -18,7 +18,7 @@ use crate::layout;
 use crate::tensor::ManagedTensor;
 
 use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
-use super::read::{Made, Part, buffer, c_strides, element_count, empty_strides, not_a_bool};
+use super::read::{Made, Part, buffer, c_strides, empty_strides, not_a_bool};
 
 /// Opens `path` for reading: its file and length. Only a regular file (or a link to
 /// one) is read: a folder is an [`Error::Io`] of kind `IsADirectory` (opening one
@@ -206,7 +206,9 @@ pub(super) unsafe fn map_file(
 ///
 /// # Safety
 ///
-/// As for [`TensorBatch::map_safetensors`].
+/// - `header` is what [`header::parse`] gave for the bytes `json` against the file's
+///   length `header.file_len`;
+/// - as for [`TensorBatch::map_safetensors`].
 pub(super) unsafe fn map_opened(
     path: &Path,
     file: &File,
@@ -225,7 +227,8 @@ pub(super) unsafe fn map_opened(
     }
     // SAFETY:
     // - the mapping is as long as the file was and holds the header `header` was parsed
-    //   from, so that parsing it again would give `header`: what `mapped_tensors` asks;
+    //   from (the caller's promise), so that parsing it again would give `header`:
+    //   what `mapped_tensors` asks;
     // - the caller's contract is `map_safetensors`'.
     unsafe { mapped_tensors(path, map, header, part) }
 }
@@ -313,11 +316,33 @@ unsafe fn mapped_tensors(
             None => Some(c_strides(&entry.shape).iter().map(|&s| s as i64).collect()),
         };
         // Whatever computed the part, the view made of it stays inside the tensor's
-        // bytes (that it holds the rank's elements is `Part::new`'s to get right): every
+        // bytes (that it holds the rank's elements is `Part::new`'s to get right): its
+        // runs hold as many bytes as its elements need (counted without overflow, its
+        // extents written as DLPack's), and lie inside the tensor's bytes; every
         // element its shape and strides reach from its start (on its elements'
-        // alignment from the tensor's start) for whole-byte elements; packed elements
-        // only in one run, as long as the elements need; and the runs copied (where the
-        // tensor is not aligned) inside the tensor's bytes too.
+        // alignment from the tensor's start) does too, for whole-byte elements; packed
+        // elements only in one run.
+        let count = if part.shape.contains(&0) {
+            Some(0)
+        } else {
+            (part.shape.iter()).try_fold(1usize, |n, &d| n.checked_mul(d))
+        };
+        let bits = usize::from(entry.dtype.bits()) * usize::from(entry.dtype.lanes());
+        let need = count
+            .and_then(|n| n.checked_mul(bits))
+            .map(|b| b.div_ceil(8));
+        let sized = need.is_some()
+            && need == part.rows.checked_mul(part.len)
+            && layout::check_native_layout(&part.shape, part.shape.len()).is_ok()
+            && (part.rows > 0 || part.first <= len)
+            && (part.rows == 0 || part.len > 0);
+        let (Some(count), true) = (count, sized) else {
+            return Err(invalid(
+                path,
+                Some(&entry.name),
+                "a part outside its tensor",
+            ));
+        };
         let span = match part.rows {
             0 => Some(0),
             rows => (rows - 1)
@@ -326,7 +351,6 @@ unsafe fn mapped_tensors(
                 .and_then(|s| s.checked_add(part.len)),
         };
         let align = alignment(entry.dtype);
-        let bits = usize::from(entry.dtype.bits()) * usize::from(entry.dtype.lanes());
         // The view's strides in elements.
         let elements: Vec<isize> = match &strides {
             Some(strides) => strides.iter().map(|&s| s as isize).collect(),
@@ -343,12 +367,7 @@ unsafe fn mapped_tensors(
                     )
                     .is_ok()
             }
-            _ => {
-                part.is_contiguous()
-                    && element_count(&part.shape)
-                        .checked_mul(bits)
-                        .is_some_and(|b| b.div_ceil(8) <= part.bytes())
-            }
+            _ => part.is_contiguous(),
         };
         if !reached
             || span.is_none_or(|span| span > len)
@@ -384,8 +403,8 @@ unsafe fn mapped_tensors(
             flags: 0,
         };
         if (data as usize) % align != 0 {
-            let mut copy =
-                buffer(entry.dtype, element_count(&part.shape), part.bytes()).map_err(in_tensor)?;
+            // As many bytes as the elements need (`sized`, checked above).
+            let mut copy = buffer(entry.dtype, count, part.bytes()).map_err(in_tensor)?;
             let mut out = copy.bytes_mut();
             // The part's runs (inside `bytes`: `span`, checked above), as long as the
             // copy in all.
@@ -425,19 +444,19 @@ unsafe fn mapped_tensors(
             });
             wrong?;
         }
-        // The header's checks proved that every extent fits `i64`.
+        // Every extent fits `i64` (`check_native_layout`, above).
         let shape: Vec<i64> = part.shape.iter().map(|&d| d as i64).collect();
         let start = data.wrapping_add(part.first);
         // SAFETY:
-        // - `start` addresses the part's first element in the private mapping (`first`
-        //   bytes into the tensor's, checked above to lie inside them), aligned for
-        //   the dtype (the tensor's start, checked above, and `first` a multiple of
-        //   the alignment); through `shape` and `strides` it reaches exactly the part's
-        //   elements: in C order when they are one run (or none, with strides all 0),
-        //   else row after row at the whole tensor's strides, `Part::new`'s rows, whose
-        //   runs were checked above to end inside the tensor's bytes; kept alive and
-        //   unmoved by the owner, an `Arc` of the mapping that nothing reads or writes
-        //   through;
+        // - `start` is `first` bytes into the tensor's in the private mapping, aligned
+        //   for the dtype (the tensor's start, checked above, and `first` a multiple of
+        //   the alignment); every position `shape` and `strides` reach from it lies
+        //   inside the tensor's bytes (checked above: `check_in_buffer` for whole-byte
+        //   elements, one run of as many bytes as the elements need for packed ones,
+        //   none for an empty part), in C order when the part is one run, else row
+        //   after row at the whole tensor's strides (the part's elements, for a
+        //   `Part::new` part); kept alive and unmoved by the owner, an `Arc` of the
+        //   mapping that nothing reads or writes through;
         // - writable (a private mapping), and nobody else reaches these bytes while
         //   the tensor lives: every other tensor of the file has bytes of its own
         //   (offsets do not overlap; one tensor per entry at most), and the caller
@@ -689,6 +708,38 @@ mod tests {
             err.to_string().contains("a part outside its tensor"),
             "{err}"
         );
+        // Parts whose sizes do not add up, which would make views or copies past the
+        // tensor's bytes (or loops without end) were they believed, aligned or not.
+        let part = |shape: Vec<usize>, rows, len, stride, first| Part {
+            shape,
+            rows,
+            len,
+            stride,
+            first,
+        };
+        for shift in [0, 2] {
+            for lying in [
+                part(vec![(1 << 62) + 1, 4], 1, 2, 2, 0),
+                part(vec![1 << 62, 4], 0, 0, 0, 0),
+                part(vec![4, 6], 0, 0, 0, 0),
+                part(vec![4, 6], 1, 8, 8, 0),
+                part(vec![0, 6], usize::MAX, 0, 0, 0),
+                part(vec![0, usize::MAX], 0, 0, 0, 0),
+                part(vec![0, 6], 0, 0, 0, 1000),
+                part(vec![24], usize::MAX, 1 << 62, 0, 0),
+            ] {
+                let (bytes, header, _, _) = image(shift);
+                let at = format!("{shift} {lying:?}");
+                // SAFETY: as above.
+                let made = unsafe {
+                    mapped_tensors(Path::new("t"), bytes, &header, |i| {
+                        (i == 0).then(|| lying.clone())
+                    })
+                };
+                let err = made.err().unwrap_or_else(|| panic!("{at}"));
+                assert!(err.to_string().contains("a part outside"), "{at}: {err}");
+            }
+        }
     }
 
     /// The bytes of a `bool` view are checked wherever its shape and strides reach: a
@@ -727,15 +778,16 @@ mod tests {
                 }
             }
         }
-        // A part whose one run is two bytes, and whose shape reaches all eight.
+        // A part whose runs are bytes 0, 1, 4 and 5, and whose view (a column, at the
+        // whole tensor's strides) reaches bytes 0, 2, 4 and 6.
         let (mut bytes, header, _, _) = image(0);
         let c_at = header.data_start + header.entries[2].begin;
         bytes.as_bytes_mut()[c_at + 6] = 7;
         let lying = Part {
-            shape: vec![4, 2],
-            rows: 1,
+            shape: vec![4, 1],
+            rows: 2,
             len: 2,
-            stride: 2,
+            stride: 4,
             first: 0,
         };
         // SAFETY: as above.
