@@ -228,13 +228,24 @@ def test_each_tensor_parallel_rank_of_a_llama_reads_its_chunk(ext, tmp_path):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         ext.llama_rank(str(tmp_path), 4, 4)
     # 64 rows of `q_proj` do not split between 3 ranks: refused before reading, naming
-    # the tensor, its full shape, the dimension and the world size.
-    message = (
-        "tensor 'model.layers.0.self_attn.q_proj.weight': cannot split a tensor of shape "
-        "[64, 64] along dimension 0 between 3 ranks: 64 is not a multiple of 3; "
-    )
+    # the tensors (grouped by pattern, one line for each way they fail), their full
+    # shape, the dimension and the world size.
+    def cannot(names, shape, dim, extent):
+        listed = ", ".join(f"'model.layers.{{0,1}}.{n}.weight' (2)" for n in names)
+        return (
+            f"tensors {listed}: cannot split a tensor of shape {shape} along dimension "
+            f"{dim} between 3 ranks: {extent} is not a multiple of 3"
+        )
+
+    attn = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"]
+    message = "state_dict does not fit: " + "; ".join([
+        cannot(attn, "[64, 64]", 0, 64),
+        cannot(["self_attn.o_proj"], "[64, 64]", 1, 64),
+        cannot(["mlp.gate_proj", "mlp.up_proj"], "[128, 64]", 0, 128),
+        cannot(["mlp.down_proj"], "[64, 128]", 1, 128),
+    ])
     before = rchar()
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         ext.llama_rank(str(tmp_path), 0, 3)
     split = [t for n, t in state.items() if split_of(n) is not None]
     smallest = min(t.numel() * t.element_size() for t in split)
