@@ -15,7 +15,7 @@
 
 mod positions;
 
-#[cfg(feature = "ndarray")]
+#[cfg(any(feature = "ndarray", feature = "safetensors"))]
 pub(crate) use positions::Positions;
 
 use crate::error::{Error, Result};

@@ -14,7 +14,7 @@ use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
-use crate::layout;
+use crate::layout::{self, Positions};
 use crate::tensor::ManagedTensor;
 
 use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
@@ -424,24 +424,26 @@ unsafe fn mapped_tensors(
             tensors.push(Some(copy.into_tensor(Made { flags, ..made })?));
             continue;
         }
-        if entry.dtype == DataType::BOOL {
-            // Every byte the view reaches (which the checks above keep inside `bytes`).
+        if entry.dtype == DataType::BOOL && count > 0 {
+            // Every byte the view reaches, each once (as a `bool` import is checked),
+            // all inside `bytes` (checked above).
             let strides: Vec<usize> = elements.iter().map(|&s| s as usize).collect();
             let mut wrong = Ok(());
-            each_run(&part.shape, &strides, part.first, |start, run| {
-                let Some(run) = start.checked_add(run).and_then(|end| bytes.get(start..end)) else {
-                    wrong = Err(invalid(
-                        path,
-                        Some(&entry.name),
-                        "a part outside its tensor",
-                    ));
-                    return false;
-                };
-                if let Some(at) = run.iter().position(|&b| b > 1) {
-                    wrong = Err(not_a_bool(path, &entry.name, start + at, run[at]));
-                }
-                wrong.is_ok()
-            });
+            Positions::new(&part.shape, &strides)
+                .find(part.shape.len(), len - part.first, |offset| {
+                    let at = part.first + offset;
+                    wrong = match bytes.get(at) {
+                        Some(&byte) if byte > 1 => Err(not_a_bool(path, &entry.name, at, byte)),
+                        Some(_) => Ok(()),
+                        None => Err(invalid(
+                            path,
+                            Some(&entry.name),
+                            "a part outside its tensor",
+                        )),
+                    };
+                    wrong.is_err()
+                })
+                .map_err(in_tensor)?;
             wrong?;
         }
         // Every extent fits `i64` (`check_native_layout`, above).
@@ -479,47 +481,6 @@ unsafe fn mapped_tensors(
         tensors.push(Some(tensor));
     }
     Ok(tensors)
-}
-
-/// Calls `f` with each run of consecutive elements, `(start, count)`, that `shape` and
-/// `strides` (in elements, none negative) reach from `first`, in C order, until `f`
-/// returns `false`: the innermost dimension is one run when its stride is 1.
-fn each_run(
-    shape: &[usize],
-    strides: &[usize],
-    first: usize,
-    mut f: impl FnMut(usize, usize) -> bool,
-) {
-    if shape.contains(&0) {
-        return;
-    }
-    let (outer, run) = match (shape.split_last(), strides.last()) {
-        (Some((&last, outer)), Some(&1)) => (outer, last),
-        _ => (shape, 1),
-    };
-    let mut index = vec![0usize; outer.len()];
-    loop {
-        let start = index
-            .iter()
-            .zip(strides)
-            .fold(first, |at, (&i, &s)| at.saturating_add(i.saturating_mul(s)));
-        if !f(start, run) {
-            return;
-        }
-        // The next index, the last dimension fastest.
-        let mut axis = outer.len();
-        loop {
-            let Some(next) = axis.checked_sub(1) else {
-                return;
-            };
-            axis = next;
-            index[axis] += 1;
-            if index[axis] < outer[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
-    }
 }
 
 /// The error of a tensor wider than a byte on a big-endian target.
