@@ -11,6 +11,10 @@ Each case is a pair, `ours` beside `reference`; arrays have 10 float32 elements:
 - `view`: a NumPy array into a Rust ndarray view, DLPack / rust-numpy's `as_array`;
 - `typed`: a 2-d NumPy array as a typed argument, `DLPackArray<f32, Ix2>` / rust-numpy's
   `PyReadonlyArray2<f32>`, then its view's address;
+- `typed-rule-numpy`, `typed-rule-torch`, `typed-rule-parameter`: a 2-d NumPy array, torch
+  tensor and `Parameter` as a typed argument / the same import and checks with no
+  in-place rule read (`DLPackArray::new` of a `ManagedTensor`): what torch's rule costs
+  a read;
 - `numpy-import`: a NumPy array into a `ManagedTensor`, read in place / by `__dlpack__`
   and a capsule (the protocol path, which every import of a NumPy array took before);
 - `torch-import`: a torch tensor into a `ManagedTensor` / dlpark 0.10's `from_dlpack`;
@@ -37,6 +41,15 @@ def case_function(case, ours):
     if case == "typed":
         f = ext.typed_ptr_f32_2d if ours else ext.typed_ptr_f32_2d_numpy
         return f, np.zeros((2, 5), np.float32)
+    if case.startswith("typed-rule-"):
+        f = ext.typed_ptr_f32_2d if ours else ext.typed_ptr_f32_2d_unruled
+        producer = case.removeprefix("typed-rule-")
+        if producer == "numpy":
+            return f, np.zeros((2, 5), np.float32)
+        import torch
+
+        t = torch.zeros(2, 5, dtype=torch.float32)
+        return f, (torch.nn.Parameter(t) if producer == "parameter" else t)
     if case == "numpy-import":
         f = ext.import_ptr if ours else ext.import_through_dunder
         return f, np.zeros(10, np.float32)

@@ -269,6 +269,15 @@ pub(crate) fn typed_ptr_f32_2d(x: DLPackArray<f32, Ix2>) -> usize {
     x.view().as_ptr() as usize
 }
 
+/// The same array through [`DLPackArray::new`] of an imported `ManagedTensor`: the
+/// typed argument's import and checks without torch's in-place rule, the anchor of
+/// what that rule costs a read (`benches/bench_instructions.py`).
+#[pyfunction]
+pub(crate) fn typed_ptr_f32_2d_unruled(x: ManagedTensor) -> PyResult<usize> {
+    let x = DLPackArray::<f32, Ix2>::new(x)?;
+    Ok(x.view().as_ptr() as usize)
+}
+
 /// rust-numpy's typed argument for the same: the address of a 2-d `float32` NumPy
 /// array (`PyReadonlyArray2::as_array`).
 #[pyfunction]

@@ -97,6 +97,10 @@ fn dlpack_test_ext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::exchange::dlpark_import, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::import_through_dunder, m)?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::typed_ptr_f32_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        crate::exchange::typed_ptr_f32_2d_unruled,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(crate::exchange::read_in_place, m)?)?;
     m.add_function(wrap_pyfunction!(
         crate::exchange::typed_ptr_f32_2d_numpy,

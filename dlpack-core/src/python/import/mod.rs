@@ -239,9 +239,18 @@ impl ImportOptions {
 /// }
 /// ```
 pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyResult<ManagedTensor> {
+    import_with(obj, options).map(|(tensor, _)| tensor)
+}
+
+/// [`from_dlpack_with`], and how the tensor was read.
+fn import_with(
+    obj: &Bound<'_, PyAny>,
+    options: ImportOptions,
+) -> PyResult<(ManagedTensor, torch::Route)> {
     let py = obj.py();
+    let other = |tensor| (tensor, torch::Route::Other);
     if let Ok(capsule) = obj.cast::<PyCapsule>() {
-        return consume(capsule);
+        return consume(capsule).map(other);
     }
     let plain = options == ImportOptions::new();
     // The producer type's C functions, when it has them: no Python call at all. An
@@ -251,19 +260,19 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
     if plain {
         // A NumPy array, once NumPy's C API is known: its struct, read in place.
         if let Some(tensor) = numpy::import_exact(obj)? {
-            return Ok(tensor);
+            return Ok(other(tensor));
         }
         match c_api::import(obj)? {
-            Imported::Tensor(tensor) => return Ok(tensor),
+            Imported::Tensor(tensor, table) => return Ok((tensor, torch::Route::Table(table))),
             Imported::NoTable => {
                 // The first NumPy array seen, a subclass instance, or another type.
                 if let Some(tensor) = numpy::import(obj)? {
-                    return Ok(tensor);
+                    return Ok(other(tensor));
                 }
                 // A column of an Arrow producer (pyarrow, Polars, ...), by its capsules.
                 #[cfg(feature = "arrow")]
                 if let Some(tensor) = arrow::import_column(obj)? {
-                    return Ok(tensor);
+                    return Ok(other(tensor));
                 }
             }
             // A type with a C exchange table (a `Tensor`, PyTorch's) that declines a
@@ -271,7 +280,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             // through Arrow's interface, even where it has one.
             Imported::Declined => {
                 if let Some(tensor) = numpy::import(obj)? {
-                    return Ok(tensor);
+                    return Ok(other(tensor));
                 }
             }
             Imported::Refused(err) => refused = Some(err),
@@ -313,7 +322,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyRes
             tensor.device()
         )));
     }
-    Ok(tensor)
+    Ok(other(tensor))
 }
 
 /// `obj.__dlpack__(max_version=(1, 3), ...)` with the keywords `options` calls for.
@@ -486,9 +495,19 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// array is shared (read-only views), as every import from Python; its in-place
     /// door, [`DLPackArray::assume_exclusive`], follows torch's autograd rule.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        // Before the import: whatever Python code this runs cannot touch its memory.
-        let write_rule = torch::write_rule(&obj)?;
-        let array = DLPackArray::try_new(from_dlpack(&obj)?).map_err(|(err, tensor)| {
+        // A NumPy array read in place (no Python code runs, and torch's rule is not
+        // NumPy's) ...
+        let (tensor, write_rule) = match numpy::import_exact(&obj)? {
+            Some(tensor) => ((tensor, torch::Route::Other), torch::WriteRule::Allowed),
+            // ... else the rule before the import: whatever Python code it runs cannot
+            // touch the import's memory.
+            None => {
+                let write_rule = torch::write_rule(&obj)?;
+                (import_with(&obj, ImportOptions::new())?, write_rule)
+            }
+        };
+        let (tensor, route) = tensor;
+        let array = DLPackArray::try_new(tensor).map_err(|(err, tensor)| {
             let found = format!(
                 "{} with shape {} on {}",
                 tensor.dtype(),
@@ -514,7 +533,7 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
             ))
         })?;
         // (Read again: the import may have run the class's own `__dlpack__`.)
-        let refused_write = write_rule.after_import(&obj)?;
+        let refused_write = write_rule.after_import(&obj, route)?;
         Ok(array.refusing_writes(refused_write.map(torch::TorchRefusal::refusal)))
     }
 }

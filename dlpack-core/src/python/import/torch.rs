@@ -21,6 +21,15 @@
 //!   memory that the import describes; and for a torch tensor the write was not refused
 //!   for, again after the import (C calls only, torch functions off), since the import
 //!   may run the class's own `__dlpack__`, which can set the flag or turn grad mode on.
+//!   Not again where the import went through torch's own exchange table (the one
+//!   `torch._C._dlpack_exchange_api` gives, a C function checked as the others): C code
+//!   that runs no Python code, so nothing can have changed.
+//! - **Cost**: where the C API allows it, torch's C functions and the descriptor's getter
+//!   are called through their entry points (each checked once to have the calling
+//!   convention its call uses), as CPython would call them, with no attribute look-up,
+//!   bound method or argument tuple; a tensor of the torch already found is known by
+//!   comparing its bases with that `TensorBase`, and an exact NumPy array read in
+//!   place skips the rule (no torch tensor, no Python code).
 //! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
 //!   table of modules (not the `sys.modules` attribute, which can be rebound): an
 //!   extension module whose C definition is named `torch._C` (a module made in Python
@@ -91,6 +100,107 @@ pub(super) struct Torch {
     has_torch_function: Py<PyAny>,
     /// `DisableTorchFunction`, under which the flag is read when it would.
     disable_torch_function: Py<PyType>,
+    /// The C entry points behind `has_torch_function`, `is_grad_enabled` and the
+    /// `requires_grad` descriptor, called directly where the C API allows it.
+    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+    native: Option<Native>,
+    /// The address of torch's own DLPack exchange table (`torch._C._dlpack_exchange_api`),
+    /// through which an import runs no Python code.
+    own_table: Option<usize>,
+}
+
+/// Torch's C functions and getter, as their Python objects hold them: a call through
+/// them is the call Python would make, with no attribute look-up, argument tuple or
+/// bound method made on the way.
+#[cfg(not(any(Py_LIMITED_API, PyPy)))]
+struct Native {
+    /// `torch._C`, the module the C functions are bound to (their `self`).
+    module: Py<PyAny>,
+    /// `_has_torch_function_unary` (`METH_O`).
+    has_torch_function: ffi::PyCFunction,
+    /// `is_grad_enabled` (`METH_NOARGS`).
+    is_grad_enabled: ffi::PyCFunction,
+    /// The `requires_grad` descriptor's `__get__` (a `getset_descriptor`'s slot).
+    get: ffi::descrgetfunc,
+}
+
+/// How an import read its tensor, for the rule's second read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Through the C exchange table at this address (no `__dlpack__` call).
+    Table(usize),
+    /// Any other way (`__dlpack__`, NumPy's struct, Arrow's capsules).
+    Other,
+}
+
+impl Torch {
+    /// `torch._C._has_torch_function_unary(obj)`: whether a read of the flag would go
+    /// through a subclass's `__torch_function__` or a torch function mode.
+    fn has_torch_function(&self, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = obj.py();
+        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        if let Some(native) = &self.native {
+            // SAFETY:
+            // - `has_torch_function` is the `METH_O` C function of the object
+            //   `self.has_torch_function` (checked in `find`), called as CPython calls
+            //   one: its bound module (`__self__`, checked to be `native.module`, alive
+            //   while `self` is) and one live argument, on an attached thread;
+            // - torch's entry points catch C++ exceptions (`HANDLE_TH_ERRORS`);
+            // - it returns a new reference, or NULL with an exception set.
+            let result =
+                unsafe { (native.has_torch_function)(native.module.as_ptr(), obj.as_ptr()) };
+            // SAFETY: a new reference or NULL with an exception set, as above.
+            return unsafe { Bound::from_owned_ptr_or_err(py, result) }?.is_truthy();
+        }
+        self.has_torch_function.bind(py).call1((obj,))?.is_truthy()
+    }
+
+    /// `torch._C.is_grad_enabled()`, grad mode on the calling thread.
+    fn is_grad_enabled(&self, py: Python<'_>) -> PyResult<bool> {
+        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        if let Some(native) = &self.native {
+            // SAFETY:
+            // - `is_grad_enabled` is the `METH_NOARGS` C function of the object
+            //   `self.is_grad_enabled` (checked in `find`), called as CPython calls one:
+            //   its bound module (alive while `self` is) and NULL, on an attached thread;
+            // - torch's entry points catch C++ exceptions;
+            // - it returns a new reference, or NULL with an exception set.
+            let result =
+                unsafe { (native.is_grad_enabled)(native.module.as_ptr(), core::ptr::null_mut()) };
+            // SAFETY: a new reference or NULL with an exception set, as above.
+            return unsafe { Bound::from_owned_ptr_or_err(py, result) }?.is_truthy();
+        }
+        self.is_grad_enabled.bind(py).call0()?.is_truthy()
+    }
+
+    /// `obj.requires_grad` through torch's descriptor (its C getter).
+    fn read_flag(&self, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let py = obj.py();
+        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        if let Some(native) = &self.native {
+            // SAFETY:
+            // - `get` is the `tp_descr_get` slot of `self.requires_grad`'s type, a
+            //   `getset_descriptor` (checked in `find`): called with that live
+            //   descriptor, a live object and the object's type, as CPython's attribute
+            //   look-up calls it; it checks that the object is a `TensorBase` before it
+            //   calls torch's getter;
+            // - the thread is attached; torch's getter catches C++ exceptions;
+            // - it returns a new reference, or NULL with an exception set.
+            let result = unsafe {
+                (native.get)(
+                    self.requires_grad.as_ptr(),
+                    obj.as_ptr(),
+                    obj.get_type_ptr().cast(),
+                )
+            };
+            // SAFETY: a new reference or NULL with an exception set, as above.
+            return unsafe { Bound::from_owned_ptr_or_err(py, result) }?.is_truthy();
+        }
+        self.requires_grad
+            .bind(py)
+            .call_method1(intern!(py, "__get__"), (obj,))?
+            .is_truthy()
+    }
 }
 
 /// The rule for one typed argument, read before its import: [`WriteRule::after_import`]
@@ -108,18 +218,28 @@ pub(super) enum WriteRule {
 
 impl WriteRule {
     /// The refusal, the rule of a torch tensor read again after the import, with torch
-    /// functions off and no Python code of the tensor's class run.
-    pub(super) fn after_import(self, obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
+    /// functions off and no Python code of the tensor's class run; not read again
+    /// where the import went through torch's own exchange table (C code that runs no
+    /// Python code, so neither the flag nor grad mode can have changed).
+    pub(super) fn after_import(
+        self,
+        obj: &Bound<'_, PyAny>,
+        route: Route,
+    ) -> PyResult<Option<TorchRefusal>> {
         let torch = match self {
             Self::Allowed => return Ok(None),
             Self::Refused(reason) => return Ok(Some(reason)),
             Self::ReadAgain(torch) => torch,
         };
+        if torch
+            .own_table
+            .is_some_and(|own| route == Route::Table(own))
+        {
+            return Ok(None);
+        }
         match without_torch_functions(torch, obj) {
             Ok(false) => Ok(None),
-            Ok(true) if torch.is_grad_enabled.bind(obj.py()).call0()?.is_truthy()? => {
-                Ok(Some(TorchRefusal::RequiresGrad))
-            }
+            Ok(true) if torch.is_grad_enabled(obj.py())? => Ok(Some(TorchRefusal::RequiresGrad)),
             Ok(true) => Ok(None),
             Err(_) => Ok(Some(TorchRefusal::Unreadable)),
         }
@@ -138,14 +258,20 @@ const TENSOR_BASE: [&str; 2] = ["TensorBase", "_TensorBase"];
 /// bases.
 pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
     let py = obj.py();
-    let Some(base) = tensor_base_of(obj) else {
-        return Ok(WriteRule::Allowed);
-    };
-    let Some(torch) = torch(py, &base) else {
-        return Ok(WriteRule::Refused(TorchRefusal::StandIn));
+    let torch = match known_tensor(obj) {
+        Some(torch) => torch,
+        None => {
+            let Some(base) = tensor_base_of(obj) else {
+                return Ok(WriteRule::Allowed);
+            };
+            let Some(torch) = torch(py, &base) else {
+                return Ok(WriteRule::Refused(TorchRefusal::StandIn));
+            };
+            torch
+        }
     };
     match requires_grad(torch, obj) {
-        Ok(true) if torch.is_grad_enabled.bind(py).call0()?.is_truthy()? => {
+        Ok(true) if torch.is_grad_enabled(py)? => {
             Ok(WriteRule::Refused(TorchRefusal::RequiresGrad))
         }
         Ok(_) => Ok(WriteRule::ReadAgain(torch)),
@@ -156,44 +282,60 @@ pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
 /// `obj.requires_grad` as torch's own descriptor reads it, with torch functions off
 /// where a subclass or a mode would handle the read.
 fn requires_grad(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = obj.py();
-    if !torch
-        .has_torch_function
-        .bind(py)
-        .call1((obj,))?
-        .is_truthy()?
-    {
-        return read_flag(torch, obj);
+    if !torch.has_torch_function(obj)? {
+        return torch.read_flag(obj);
     }
     without_torch_functions(torch, obj)
 }
 
-/// `obj.requires_grad` through torch's descriptor (its C getter).
-fn read_flag(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = obj.py();
-    torch
-        .requires_grad
-        .bind(py)
-        .call_method1(intern!(py, "__get__"), (obj,))?
-        .is_truthy()
-}
-
-/// [`read_flag`] under `DisableTorchFunction` (C calls only: no subclass's or mode's
+/// [`Torch::read_flag`] under `DisableTorchFunction` (C calls only: no subclass's or mode's
 /// Python code runs); its `__exit__` runs whatever the read gave.
 fn without_torch_functions(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = obj.py();
     let off = torch.disable_torch_function.bind(py).call0()?;
     off.call_method0(intern!(py, "__enter__"))?;
-    let flag = read_flag(torch, obj);
+    let flag = torch.read_flag(obj);
     let none = py.None();
     off.call_method1(intern!(py, "__exit__"), (&none, &none, &none))?;
     flag
 }
 
+/// Torch's objects, once found ([`torch`]).
+static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+
+/// Torch's objects if `obj` is a tensor of the torch already found: its class derives,
+/// base by base, from that `TensorBase` (pointers compared, no name read); `None` for
+/// anything else, which [`tensor_base_of`] then walks by name.
+#[cfg(not(any(Py_LIMITED_API, Py_GIL_DISABLED)))]
+fn known_tensor(obj: &Bound<'_, PyAny>) -> Option<&'static Torch> {
+    let torch = TORCH.get(obj.py())?;
+    let tensor_base = torch.tensor_base.as_ptr().cast::<ffi::PyTypeObject>();
+    let mut ty = obj.get_type_ptr();
+    while !ty.is_null() {
+        if ty == tensor_base {
+            return Some(torch);
+        }
+        // SAFETY:
+        // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
+        //   base of a live type, which that type keeps alive (`tp_base` is a strong
+        //   reference); with the GIL held and no Python code running during the walk,
+        //   no type's base changes and nothing is freed;
+        // - one field is read, not written.
+        ty = unsafe { (*ty).tp_base };
+    }
+    None
+}
+
+/// [`known_tensor`] where a type's fields are not for reading: always `None`, and
+/// [`tensor_base_of`] walks the bases.
+#[cfg(any(Py_LIMITED_API, Py_GIL_DISABLED))]
+fn known_tensor(_: &Bound<'_, PyAny>) -> Option<&'static Torch> {
+    None
+}
+
 /// Torch's objects, once its own module is found and agrees with `base` (the
 /// `TensorBase` a tensor derives from); `None` while it cannot be trusted.
 fn torch<'py>(py: Python<'py>, base: &Bound<'py, PyType>) -> Option<&'static Torch> {
-    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
     // (Looked for outside the lock: the look-up may run Python code, which may extract
     // a typed argument in turn; two threads may both look, and the first one's is kept.)
     let torch = match TORCH.get(py) {
@@ -244,12 +386,55 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
     if !is_static_named(&disable_torch_function, "DisableTorchFunction") {
         return None;
     }
+    // Torch's own exchange table, where this torch has one (2.9 and later).
+    let own_table = c_function(&c, "_dlpack_exchange_api")
+        .and_then(|f| f.call0().ok())
+        .and_then(|capsule| super::c_api::table_address(&capsule));
+    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+    let native = native(&c, &has_torch_function, &is_grad_enabled, &requires_grad);
     Some(Torch {
         tensor_base: base.clone().unbind(),
+        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        native,
+        own_table,
         requires_grad: requires_grad.unbind(),
         is_grad_enabled: is_grad_enabled.unbind(),
         has_torch_function: has_torch_function.unbind(),
         disable_torch_function: disable_torch_function.unbind(),
+    })
+}
+
+/// The entry points behind torch's C functions (each of the calling convention its
+/// call expects) and behind its `requires_grad` descriptor (a `getset_descriptor`);
+/// `None` if any is not what it should be, and the rule calls them through Python.
+#[cfg(not(any(Py_LIMITED_API, PyPy)))]
+fn native(
+    module: &Bound<'_, PyAny>,
+    has_torch_function: &Bound<'_, PyAny>,
+    is_grad_enabled: &Bound<'_, PyAny>,
+    requires_grad: &Bound<'_, PyAny>,
+) -> Option<Native> {
+    let entry = |function: &Bound<'_, PyAny>, convention: core::ffi::c_int| {
+        // SAFETY:
+        // - `function` is a live C function object (`c_function` checked
+        //   `PyCFunction_CheckExact`), which both calls take; the thread is attached;
+        // - they read its definition's flags and function pointer, and run no code.
+        let flags = unsafe { ffi::PyCFunction_GetFlags(function.as_ptr()) };
+        // SAFETY: as above.
+        (flags == convention).then(|| unsafe { ffi::PyCFunction_GetFunction(function.as_ptr()) })?
+    };
+    let descriptor_type = requires_grad.get_type_ptr();
+    if descriptor_type != &raw mut ffi::PyGetSetDescr_Type {
+        return None;
+    }
+    // SAFETY: `getset_descriptor`, a static type of the interpreter, whose slot is
+    // read, not written.
+    let get = unsafe { (*descriptor_type).tp_descr_get }?;
+    Some(Native {
+        module: module.clone().unbind(),
+        has_torch_function: entry(has_torch_function, ffi::METH_O)?,
+        is_grad_enabled: entry(is_grad_enabled, ffi::METH_NOARGS)?,
+        get,
     })
 }
 
