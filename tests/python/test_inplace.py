@@ -220,6 +220,30 @@ def test_a_torch_function_that_lies_about_requires_grad_is_not_asked(ext):
     assert w.detach().tolist() == p.detach().tolist() == [1.0] * 3
 
 
+def test_a_torch_function_found_only_on_every_other_look_up_is_not_asked(ext):
+    # A class that answers "no torch function" to one look-up of `__torch_function__`
+    # and gives a liar to the next: torch's own checks disagree with each other, and a
+    # read that relied on the first answer would ask the liar. The flag is read once,
+    # after the import, with torch functions off: neither is asked.
+    class Alternating(torch.Tensor):
+        looks = 0
+
+        def __getattribute__(self, name):
+            if name == "__torch_function__":
+                Alternating.looks += 1
+                if Alternating.looks % 2:
+                    return torch._C._disabled_torch_function_impl
+                return lambda *args, **kwargs: False
+            return super().__getattribute__(name)
+
+    t = torch.Tensor._make_subclass(Alternating, torch.ones(3), True)
+    for _ in range(2):  # whichever answer comes first
+        with pytest.raises(RuntimeError, match="requires grad"):
+            ext.scale_in_place(2.0, t)
+    with torch._C.DisableTorchFunction():
+        assert t.tolist() == [1.0] * 3
+
+
 def test_grad_mode_turned_on_by_the_import_is_seen(ext):
     # The class's own `__dlpack__` runs during the import, after the rule was read
     # (with grad mode off): grad mode is read again after the import.

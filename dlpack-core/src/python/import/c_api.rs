@@ -166,29 +166,18 @@ fn find_table(ty: &Bound<'_, PyType>) -> PyResult<Option<(Table, Py<PyAny>)>> {
     let Some(capsule) = attribute.and_then(|a| a.cast_into::<PyCapsule>().ok()) else {
         return Ok(None);
     };
-    Ok(usable_table(capsule))
-}
-
-/// The address of the table that an import through `capsule` uses, if it is one
-/// ([`usable_table`]): how the torch rule knows its own table.
-pub(super) fn table_address(capsule: &Bound<'_, PyAny>) -> Option<usize> {
-    let capsule = capsule.cast::<PyCapsule>().ok()?.clone();
-    usable_table(capsule).map(|(table, _)| table.0.as_ptr() as usize)
-}
-
-/// The table a capsule holds: named `dlpack_exchange_api`, with a table in its chain of
-/// major version 1 that has the owning entry; `None` for anything else.
-fn usable_table(capsule: Bound<'_, PyCapsule>) -> Option<(Table, Py<PyAny>)> {
     let name = Some(DLPACK_EXCHANGE_API_CAPSULE_NAME);
     if !capsule.is_valid_checked(name) {
-        return None;
+        return Ok(None);
     }
-    let pointer = capsule.pointer_checked(name).ok()?;
+    let Ok(pointer) = capsule.pointer_checked(name) else {
+        return Ok(None);
+    };
     let mut header = pointer.cast::<DLPackExchangeAPIHeader>();
     // A chain of tables, newest first; a few links at most in practice.
     for _ in 0..16 {
         if !header.is_aligned() {
-            return None;
+            return Ok(None);
         }
         // SAFETY:
         // - a capsule named `dlpack_exchange_api` holds a table that lives as long as the
@@ -200,21 +189,20 @@ fn usable_table(capsule: Bound<'_, PyCapsule>) -> Option<(Table, Py<PyAny>)> {
             let table = header.cast::<DLPackExchangeAPI>();
             // SAFETY: a table of major version 1 is a whole `DLPackExchangeAPI`.
             let owning = unsafe { table.as_ref() }.managed_tensor_from_py_object_no_sync;
-            return owning.map(|_| (Table(table), capsule.into_any().unbind()));
+            return Ok(owning.map(|_| (Table(table), capsule.into_any().unbind())));
         }
         match NonNull::new(head.prev_api) {
             Some(prev) => header = prev,
             None => break,
         }
     }
-    None
+    Ok(None)
 }
 
 /// What an import through a C exchange table gave.
 pub(super) enum Imported {
-    /// The tensor, adopted by the one import policy, and the address of the table
-    /// whose entry gave it.
-    Tensor(ManagedTensor, usize),
+    /// The tensor, adopted by the one import policy.
+    Tensor(ManagedTensor),
     /// The type has no usable table (none, another object, another name, another major
     /// version, no owning entry): import by `__dlpack__`.
     NoTable,
@@ -312,5 +300,5 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Imported> {
         drop(tensor);
         return Ok(Imported::Declined);
     }
-    Ok(Imported::Tensor(tensor, found.table.0.as_ptr() as usize))
+    Ok(Imported::Tensor(tensor))
 }

@@ -239,18 +239,9 @@ impl ImportOptions {
 /// }
 /// ```
 pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: ImportOptions) -> PyResult<ManagedTensor> {
-    import_with(obj, options).map(|(tensor, _)| tensor)
-}
-
-/// [`from_dlpack_with`], and how the tensor was read.
-fn import_with(
-    obj: &Bound<'_, PyAny>,
-    options: ImportOptions,
-) -> PyResult<(ManagedTensor, torch::Route)> {
     let py = obj.py();
-    let other = |tensor| (tensor, torch::Route::Other);
     if let Ok(capsule) = obj.cast::<PyCapsule>() {
-        return consume(capsule).map(other);
+        return consume(capsule);
     }
     let plain = options == ImportOptions::new();
     // The producer type's C functions, when it has them: no Python call at all. An
@@ -260,19 +251,19 @@ fn import_with(
     if plain {
         // A NumPy array, once NumPy's C API is known: its struct, read in place.
         if let Some(tensor) = numpy::import_exact(obj)? {
-            return Ok(other(tensor));
+            return Ok(tensor);
         }
         match c_api::import(obj)? {
-            Imported::Tensor(tensor, table) => return Ok((tensor, torch::Route::Table(table))),
+            Imported::Tensor(tensor) => return Ok(tensor),
             Imported::NoTable => {
                 // The first NumPy array seen, a subclass instance, or another type.
                 if let Some(tensor) = numpy::import(obj)? {
-                    return Ok(other(tensor));
+                    return Ok(tensor);
                 }
                 // A column of an Arrow producer (pyarrow, Polars, ...), by its capsules.
                 #[cfg(feature = "arrow")]
                 if let Some(tensor) = arrow::import_column(obj)? {
-                    return Ok(other(tensor));
+                    return Ok(tensor);
                 }
             }
             // A type with a C exchange table (a `Tensor`, PyTorch's) that declines a
@@ -280,7 +271,7 @@ fn import_with(
             // through Arrow's interface, even where it has one.
             Imported::Declined => {
                 if let Some(tensor) = numpy::import(obj)? {
-                    return Ok(other(tensor));
+                    return Ok(tensor);
                 }
             }
             Imported::Refused(err) => refused = Some(err),
@@ -322,7 +313,7 @@ fn import_with(
             tensor.device()
         )));
     }
-    Ok(other(tensor))
+    Ok(tensor)
 }
 
 /// `obj.__dlpack__(max_version=(1, 3), ...)` with the keywords `options` calls for.
@@ -495,18 +486,16 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
     /// array is shared (read-only views), as every import from Python; its in-place
     /// door, [`DLPackArray::assume_exclusive`], follows torch's autograd rule.
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        // A NumPy array read in place (no Python code runs, and torch's rule is not
-        // NumPy's) ...
+        // A NumPy array read in place: no torch tensor, and no Python code run ...
         let (tensor, write_rule) = match numpy::import_exact(&obj)? {
-            Some(tensor) => ((tensor, torch::Route::Other), torch::WriteRule::Allowed),
-            // ... else the rule before the import: whatever Python code it runs cannot
-            // touch the import's memory.
+            Some(tensor) => (tensor, torch::WriteRule::Allowed),
+            // ... else whether torch's rule applies, before the import (finding torch
+            // may run Python code, which cannot touch memory not yet imported).
             None => {
                 let write_rule = torch::write_rule(&obj)?;
-                (import_with(&obj, ImportOptions::new())?, write_rule)
+                (from_dlpack(&obj)?, write_rule)
             }
         };
-        let (tensor, route) = tensor;
         let array = DLPackArray::try_new(tensor).map_err(|(err, tensor)| {
             let found = format!(
                 "{} with shape {} on {}",
@@ -532,8 +521,9 @@ impl<'a, 'py, A: Element, D: ndarray::Dimension + 'static> FromPyObject<'a, 'py>
                 python_message(&err)
             ))
         })?;
-        // (Read again: the import may have run the class's own `__dlpack__`.)
-        let refused_write = write_rule.after_import(&obj, route)?;
+        // The rule itself, after the import (which may have run the class's own
+        // `__dlpack__`), with C calls only.
+        let refused_write = write_rule.after_import(&obj)?;
         Ok(array.refusing_writes(refused_write.map(torch::TorchRefusal::refusal)))
     }
 }

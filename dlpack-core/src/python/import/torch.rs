@@ -1,8 +1,9 @@
 //! PyTorch's rule for in-place writes, read when a typed argument is extracted: a
-//! tensor that requires grad is not written while grad mode is on. Read before the
-//! import, so that the Python code it may run (a subclass's `__torch_function__`)
-//! cannot free or move memory that an import already describes; `DLPackArray` keeps
-//! only the answer, which its `assume_exclusive` asks.
+//! tensor that requires grad is not written while grad mode is on. Whether the rule
+//! applies (a torch tensor, a torch that can be trusted) is decided before the import,
+//! so that the Python code finding torch may run cannot free or move memory that an
+//! import already describes; the rule itself is read after the import, with C calls
+//! only. `DLPackArray` keeps only the answer, which its `assume_exclusive` asks.
 //!
 //! Everything the rule relies on is something Python code cannot make or replace:
 //!
@@ -17,25 +18,23 @@
 //!   dictionary (which Python cannot change), past a subclass's attribute of that name,
 //!   read with torch functions off (`DisableTorchFunction`) wherever a subclass's
 //!   `__torch_function__` or a torch function mode would answer the read.
-//! - **When**: before the import, so that no Python code it may run can free or move
-//!   memory that the import describes; and for a torch tensor the write was not refused
-//!   for, again after the import (C calls only, torch functions off), since the import
-//!   may run the class's own `__dlpack__`, which can set the flag or turn grad mode on.
-//!   Not again where the import went through torch's own exchange table (the one
-//!   `torch._C._dlpack_exchange_api` gives, a C function checked as the others): C code
-//!   that runs no Python code, so nothing can have changed.
-//! - **Cost**: where the C API allows it, torch's C functions and the descriptor's getter
-//!   are called through their entry points (each checked once to have the calling
-//!   convention its call uses), as CPython would call them, with no attribute look-up,
-//!   bound method or argument tuple; a tensor of the torch already found is known by
-//!   comparing its bases with that `TensorBase`, and an exact NumPy array read in
-//!   place skips the rule (no torch tensor, no Python code).
+//! - **When**: once, after the import, always with torch functions off, so that it runs
+//!   no Python code (nothing between the import and the write can free or move the
+//!   memory) and sees what the import may have done (the class's own `__dlpack__` can
+//!   set the flag or turn grad mode on). Only the look-up of torch, which may run Python
+//!   code, comes before the import.
+//! - **Cost**: where the C API allows it, `is_grad_enabled` and the descriptor's getter
+//!   are called through their entry points (the function checked once to have the
+//!   calling convention its call uses), with no attribute look-up, bound method or
+//!   argument tuple; a tensor of the torch already found is known by comparing its
+//!   bases with that `TensorBase`; an exact NumPy array read in place skips the rule
+//!   (no torch tensor, no Python code).
 //! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
 //!   table of modules (not the `sys.modules` attribute, which can be rebound): an
 //!   extension module whose C definition is named `torch._C` (a module made in Python
 //!   has no definition, another extension's has its own name), whose `TensorBase` is
 //!   the tensor's, and whose `is_grad_enabled` is a C function of that name bound to
-//!   it (and so are `_has_torch_function_unary` and the static `DisableTorchFunction`).
+//!   it (and so is the static `DisableTorchFunction`).
 //!   Only then is it kept; anything else (a stand-in registered under torch's
 //!   name, a function replaced on the module) refuses the write of a torch tensor
 //!   ([`TorchRefusal::StandIn`]) and is asked again on the next call.
@@ -95,69 +94,36 @@ pub(super) struct Torch {
     /// attribute of that name.
     requires_grad: Py<PyAny>,
     is_grad_enabled: Py<PyAny>,
-    /// `_has_torch_function_unary`: whether a read of the flag would go through a
-    /// subclass's `__torch_function__` or a torch function mode.
-    has_torch_function: Py<PyAny>,
-    /// `DisableTorchFunction`, under which the flag is read when it would.
+    /// `DisableTorchFunction`, under which the flag is read.
     disable_torch_function: Py<PyType>,
-    /// The C entry points behind `has_torch_function`, `is_grad_enabled` and the
-    /// `requires_grad` descriptor, called directly where the C API allows it.
-    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+    /// Its own `__enter__` and `__exit__` (method descriptors of a static type), called
+    /// with the instance: no look-up on it.
+    enter: Py<PyAny>,
+    exit: Py<PyAny>,
+    /// The C entry points behind `is_grad_enabled` and the `requires_grad` descriptor,
+    /// called directly where the C API allows it.
+    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
     native: Option<Native>,
-    /// The address of torch's own DLPack exchange table (`torch._C._dlpack_exchange_api`),
-    /// through which an import runs no Python code.
-    own_table: Option<usize>,
 }
 
-/// Torch's C functions and getter, as their Python objects hold them: a call through
-/// them is the call Python would make, with no attribute look-up, argument tuple or
-/// bound method made on the way.
-#[cfg(not(any(Py_LIMITED_API, PyPy)))]
+/// Torch's C function and getter, as their Python objects hold them: a call through
+/// them is the call CPython would make (less its recursion guard and its check of the
+/// result, which torch's entry points do not need), with no attribute look-up,
+/// argument tuple or bound method made on the way.
+#[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
 struct Native {
-    /// `torch._C`, the module the C functions are bound to (their `self`).
+    /// `torch._C`, the module the C function is bound to (its `self`).
     module: Py<PyAny>,
-    /// `_has_torch_function_unary` (`METH_O`).
-    has_torch_function: ffi::PyCFunction,
     /// `is_grad_enabled` (`METH_NOARGS`).
     is_grad_enabled: ffi::PyCFunction,
     /// The `requires_grad` descriptor's `__get__` (a `getset_descriptor`'s slot).
     get: ffi::descrgetfunc,
 }
 
-/// How an import read its tensor, for the rule's second read.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Route {
-    /// Through the C exchange table at this address (no `__dlpack__` call).
-    Table(usize),
-    /// Any other way (`__dlpack__`, NumPy's struct, Arrow's capsules).
-    Other,
-}
-
 impl Torch {
-    /// `torch._C._has_torch_function_unary(obj)`: whether a read of the flag would go
-    /// through a subclass's `__torch_function__` or a torch function mode.
-    fn has_torch_function(&self, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let py = obj.py();
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
-        if let Some(native) = &self.native {
-            // SAFETY:
-            // - `has_torch_function` is the `METH_O` C function of the object
-            //   `self.has_torch_function` (checked in `find`), called as CPython calls
-            //   one: its bound module (`__self__`, checked to be `native.module`, alive
-            //   while `self` is) and one live argument, on an attached thread;
-            // - torch's entry points catch C++ exceptions (`HANDLE_TH_ERRORS`);
-            // - it returns a new reference, or NULL with an exception set.
-            let result =
-                unsafe { (native.has_torch_function)(native.module.as_ptr(), obj.as_ptr()) };
-            // SAFETY: a new reference or NULL with an exception set, as above.
-            return unsafe { Bound::from_owned_ptr_or_err(py, result) }?.is_truthy();
-        }
-        self.has_torch_function.bind(py).call1((obj,))?.is_truthy()
-    }
-
     /// `torch._C.is_grad_enabled()`, grad mode on the calling thread.
     fn is_grad_enabled(&self, py: Python<'_>) -> PyResult<bool> {
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
         if let Some(native) = &self.native {
             // SAFETY:
             // - `is_grad_enabled` is the `METH_NOARGS` C function of the object
@@ -173,18 +139,23 @@ impl Torch {
         self.is_grad_enabled.bind(py).call0()?.is_truthy()
     }
 
-    /// `obj.requires_grad` through torch's descriptor (its C getter).
+    /// `obj.requires_grad` through torch's descriptor (its C getter): only with torch
+    /// functions off ([`without_torch_functions`]), under which it runs no Python code.
     fn read_flag(&self, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = obj.py();
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
         if let Some(native) = &self.native {
             // SAFETY:
-            // - `get` is the `tp_descr_get` slot of `self.requires_grad`'s type, a
-            //   `getset_descriptor` (checked in `find`): called with that live
-            //   descriptor, a live object and the object's type, as CPython's attribute
-            //   look-up calls it; it checks that the object is a `TensorBase` before it
-            //   calls torch's getter;
-            // - the thread is attached; torch's getter catches C++ exceptions;
+            // - `get` is the `tp_descr_get` slot of `getset_descriptor` (checked in
+            //   `find`), the type of `self.requires_grad`: called with that live
+            //   descriptor and a live object, as CPython's attribute look-up calls it;
+            // - the descriptor is from the dictionary of a static type, `TensorBase`
+            //   (which Python cannot change), so the getter it calls is torch's, which
+            //   catches C++ exceptions, and only after checking that the object is a
+            //   `TensorBase` (`descr_check`);
+            // - the third argument, a type, is not read by that slot: the object's type
+            //   is passed, borrowed for the call;
+            // - the thread is attached;
             // - it returns a new reference, or NULL with an exception set.
             let result = unsafe {
                 (native.get)(
@@ -203,40 +174,28 @@ impl Torch {
     }
 }
 
-/// The rule for one typed argument, read before its import: [`WriteRule::after_import`]
-/// completes it.
+/// Whether torch's rule applies to one typed argument, decided before its import:
+/// [`WriteRule::after_import`] reads the rule.
 pub(super) enum WriteRule {
     /// Not a torch tensor: written as any import.
     Allowed,
     /// Refused, for the reason given.
     Refused(TorchRefusal),
-    /// A torch tensor that did not require grad, or did while grad mode was off: read
-    /// again after the import, which may have run the class's own `__dlpack__` (it can
-    /// set the flag or turn grad mode on).
-    ReadAgain(&'static Torch),
+    /// A tensor of this torch: its rule is read after the import, which may have run
+    /// the class's own `__dlpack__` (it can set the flag or turn grad mode on).
+    Read(&'static Torch),
 }
 
 impl WriteRule {
-    /// The refusal, the rule of a torch tensor read again after the import, with torch
-    /// functions off and no Python code of the tensor's class run; not read again
-    /// where the import went through torch's own exchange table (C code that runs no
-    /// Python code, so neither the flag nor grad mode can have changed).
-    pub(super) fn after_import(
-        self,
-        obj: &Bound<'_, PyAny>,
-        route: Route,
-    ) -> PyResult<Option<TorchRefusal>> {
+    /// The refusal: for a torch tensor, its rule read after the import with torch
+    /// functions off, C calls only (no Python code of the tensor's class, of a mode or
+    /// of anyone else runs); a flag that cannot be read refuses the write.
+    pub(super) fn after_import(self, obj: &Bound<'_, PyAny>) -> PyResult<Option<TorchRefusal>> {
         let torch = match self {
             Self::Allowed => return Ok(None),
             Self::Refused(reason) => return Ok(Some(reason)),
-            Self::ReadAgain(torch) => torch,
+            Self::Read(torch) => torch,
         };
-        if torch
-            .own_table
-            .is_some_and(|own| route == Route::Table(own))
-        {
-            return Ok(None);
-        }
         match without_torch_functions(torch, obj) {
             Ok(false) => Ok(None),
             Ok(true) if torch.is_grad_enabled(obj.py())? => Ok(Some(TorchRefusal::RequiresGrad)),
@@ -249,12 +208,12 @@ impl WriteRule {
 /// The names `TensorBase` has had (`_TensorBase` before torch 2.2).
 const TENSOR_BASE: [&str; 2] = ["TensorBase", "_TensorBase"];
 
-/// Torch's rule for an in-place write into `obj`, read before its import: refused if it
-/// is a torch tensor that requires grad and grad mode is on. The flag is torch's own
-/// (`TensorBase`'s descriptor, past a subclass's attribute of that name), read with
-/// torch functions off (a subclass's `__torch_function__` or a mode could answer
-/// anything); a read that raises refuses the write rather than the read, and so does a
-/// torch whose module cannot be trusted. For anything else, a walk over its class's
+/// Whether torch's rule for an in-place write applies to `obj`, before its import: a
+/// torch tensor of a torch that can be trusted is read after the import (refused if it
+/// requires grad and grad mode is on; the flag is torch's own, `TensorBase`'s
+/// descriptor past a subclass's attribute of that name, read with torch functions off,
+/// since a subclass's `__torch_function__` or a mode could answer anything); one of a
+/// torch that cannot be trusted is refused. For anything else, a walk over its class's
 /// bases.
 pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
     let py = obj.py();
@@ -270,22 +229,7 @@ pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
             torch
         }
     };
-    match requires_grad(torch, obj) {
-        Ok(true) if torch.is_grad_enabled(py)? => {
-            Ok(WriteRule::Refused(TorchRefusal::RequiresGrad))
-        }
-        Ok(_) => Ok(WriteRule::ReadAgain(torch)),
-        Err(_) => Ok(WriteRule::Refused(TorchRefusal::Unreadable)),
-    }
-}
-
-/// `obj.requires_grad` as torch's own descriptor reads it, with torch functions off
-/// where a subclass or a mode would handle the read.
-fn requires_grad(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if !torch.has_torch_function(obj)? {
-        return torch.read_flag(obj);
-    }
-    without_torch_functions(torch, obj)
+    Ok(WriteRule::Read(torch))
 }
 
 /// [`Torch::read_flag`] under `DisableTorchFunction` (C calls only: no subclass's or mode's
@@ -293,10 +237,10 @@ fn requires_grad(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 fn without_torch_functions(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = obj.py();
     let off = torch.disable_torch_function.bind(py).call0()?;
-    off.call_method0(intern!(py, "__enter__"))?;
+    torch.enter.bind(py).call1((&off,))?;
     let flag = torch.read_flag(obj);
     let none = py.None();
-    off.call_method1(intern!(py, "__exit__"), (&none, &none, &none))?;
+    torch.exit.bind(py).call1((&off, &none, &none, &none))?;
     flag
 }
 
@@ -377,7 +321,6 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
         .and_then(|dict| dict.get_item(intern!(py, "requires_grad")))
         .ok()?;
     let is_grad_enabled = c_function(&c, "is_grad_enabled")?;
-    let has_torch_function = c_function(&c, "_has_torch_function_unary")?;
     let disable_torch_function = c
         .getattr(intern!(py, "DisableTorchFunction"))
         .ok()?
@@ -386,43 +329,50 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
     if !is_static_named(&disable_torch_function, "DisableTorchFunction") {
         return None;
     }
-    // Torch's own exchange table, where this torch has one (2.9 and later).
-    let own_table = c_function(&c, "_dlpack_exchange_api")
-        .and_then(|f| f.call0().ok())
-        .and_then(|capsule| super::c_api::table_address(&capsule));
-    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
-    let native = native(&c, &has_torch_function, &is_grad_enabled, &requires_grad);
+    // (A static type's dictionary, which Python cannot change.)
+    let methods = disable_torch_function
+        .getattr(intern!(py, "__dict__"))
+        .ok()?;
+    let enter = methods.get_item(intern!(py, "__enter__")).ok()?;
+    let exit = methods.get_item(intern!(py, "__exit__")).ok()?;
+    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
+    let native = native(&c, &is_grad_enabled, &requires_grad);
     Some(Torch {
         tensor_base: base.clone().unbind(),
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
         native,
-        own_table,
         requires_grad: requires_grad.unbind(),
         is_grad_enabled: is_grad_enabled.unbind(),
-        has_torch_function: has_torch_function.unbind(),
         disable_torch_function: disable_torch_function.unbind(),
+        enter: enter.unbind(),
+        exit: exit.unbind(),
     })
 }
 
-/// The entry points behind torch's C functions (each of the calling convention its
-/// call expects) and behind its `requires_grad` descriptor (a `getset_descriptor`);
-/// `None` if any is not what it should be, and the rule calls them through Python.
-#[cfg(not(any(Py_LIMITED_API, PyPy)))]
+/// The entry points behind torch's `is_grad_enabled` (a C function without arguments)
+/// and behind its `requires_grad` descriptor (a `getset_descriptor`); `None` if either
+/// is not what it should be, and the rule calls them through Python.
+#[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
 fn native(
     module: &Bound<'_, PyAny>,
-    has_torch_function: &Bound<'_, PyAny>,
     is_grad_enabled: &Bound<'_, PyAny>,
     requires_grad: &Bound<'_, PyAny>,
 ) -> Option<Native> {
-    let entry = |function: &Bound<'_, PyAny>, convention: core::ffi::c_int| {
-        // SAFETY:
-        // - `function` is a live C function object (`c_function` checked
-        //   `PyCFunction_CheckExact`), which both calls take; the thread is attached;
-        // - they read its definition's flags and function pointer, and run no code.
-        let flags = unsafe { ffi::PyCFunction_GetFlags(function.as_ptr()) };
-        // SAFETY: as above.
-        (flags == convention).then(|| unsafe { ffi::PyCFunction_GetFunction(function.as_ptr()) })?
-    };
+    // SAFETY: a live object; the thread is attached; it compares one pointer.
+    let is_c_function = unsafe { ffi::PyCFunction_CheckExact(is_grad_enabled.as_ptr()) } != 0;
+    if !is_c_function {
+        return None;
+    }
+    // SAFETY:
+    // - `is_grad_enabled` is a live C function object (checked above), which both
+    //   calls take; the thread is attached;
+    // - they read its definition's flags and function pointer, and run no code.
+    let flags = unsafe { ffi::PyCFunction_GetFlags(is_grad_enabled.as_ptr()) };
+    if flags != ffi::METH_NOARGS {
+        return None;
+    }
+    // SAFETY: as above.
+    let is_grad_enabled = unsafe { ffi::PyCFunction_GetFunction(is_grad_enabled.as_ptr()) }?;
     let descriptor_type = requires_grad.get_type_ptr();
     if descriptor_type != &raw mut ffi::PyGetSetDescr_Type {
         return None;
@@ -432,8 +382,7 @@ fn native(
     let get = unsafe { (*descriptor_type).tp_descr_get }?;
     Some(Native {
         module: module.clone().unbind(),
-        has_torch_function: entry(has_torch_function, ffi::METH_O)?,
-        is_grad_enabled: entry(is_grad_enabled, ffi::METH_NOARGS)?,
+        is_grad_enabled,
         get,
     })
 }
