@@ -126,7 +126,8 @@
 //! ([`DLPackArray::assume_exclusive`]) rules out JAX arrays (immutable by contract,
 //! though their legacy capsules cannot say so). Torch tensors follow torch's rule for
 //! in-place operations (its requires-grad rule), read when the argument is extracted
-//! (before its import, on the caller's thread: grad mode is per thread): a tensor that
+//! (after its import, running no Python code, on the caller's thread: grad mode is per
+//! thread): a tensor that
 //! requires grad (a
 //! `Parameter`, a view of one, a result computed from one) is refused while grad mode
 //! is on (`RuntimeError`, as torch's own in-place operations raise on a leaf; autograd

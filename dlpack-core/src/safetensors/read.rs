@@ -25,7 +25,9 @@ use std::sync::Mutex;
 use crate::device::Device;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
-use crate::tensor::{AlignedBytes, ManagedTensor, aligned_elements, element_bytes_mut, into_bools};
+use crate::tensor::{
+    AlignedBytes, ManagedTensor, aligned_elements, element_bytes_mut, huge_pages, into_bools,
+};
 
 use super::convert::{self, Scratch};
 use super::header::invalid;
@@ -554,10 +556,12 @@ pub(super) trait Buffer: Send {
 
 /// A buffer of `count` elements of `dtype` (`len` bytes), zeroed, its data on a
 /// 64-byte boundary: a `Vec` of the Rust element type where there is one (the data a
-/// few elements in), else aligned bytes.
+/// few elements in; huge pages asked for where it is large, since it is about to be
+/// written whole), else aligned bytes.
 pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dyn Buffer>> {
     if dtype == DataType::BOOL {
-        let (bytes, offset) = aligned_elements::<u8>(count)?;
+        let (mut bytes, offset) = aligned_elements::<u8>(count)?;
+        huge_pages(&mut bytes);
         return Ok(Box::new(Bools(Aligned {
             values: bytes,
             offset,
@@ -568,7 +572,8 @@ pub(super) fn buffer(dtype: DataType, count: usize, len: usize) -> Result<Box<dy
         (bool, $constant:ident, $name:literal) => {};
         ($ty:ty, $constant:ident, $name:literal) => {
             if dtype == DataType::$constant {
-                let (values, offset) = aligned_elements::<$ty>(count)?;
+                let (mut values, offset) = aligned_elements::<$ty>(count)?;
+                huge_pages(&mut values);
                 return Ok(Box::new(Aligned {
                     values,
                     offset,

@@ -120,6 +120,40 @@ unsafe fn zeroed_vec<T>(len: usize) -> Result<Vec<T>> {
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// Asks Linux to back the whole 2 MiB pages inside `values`, a large fresh buffer that
+/// is about to be written whole (a file read into it), with huge pages
+/// (`MADV_HUGEPAGE`): its first writes then take one page fault per 2 MiB instead of
+/// one per 4 KiB. Advice only: the contents do not change, and a kernel that does not
+/// take it (no transparent huge pages) changes nothing. Buffers under 4 MiB are left
+/// as they are.
+#[cfg(feature = "safetensors")]
+pub(crate) fn huge_pages<A>(values: &mut [A]) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = size_of_val(values);
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let ptr = values.as_mut_ptr().cast::<u8>();
+        // (`bytes >= 4 MiB` and `start < 2 MiB`: at least one whole huge page.)
+        let start = ptr.align_offset(HUGE).min(bytes);
+        let len = (bytes - start) / HUGE * HUGE;
+        if len == 0 {
+            return;
+        }
+        // SAFETY:
+        // - `[ptr + start, ptr + start + len)` lies inside `values` (`start + len <=
+        //   bytes`), borrowed mutably, so no one else uses it meanwhile; it starts on
+        //   a page boundary (a 2 MiB one), as `madvise` requires;
+        // - `MADV_HUGEPAGE` changes how the kernel backs the range, never its
+        //   contents; its result is ignored (advice).
+        let _ = unsafe { libc::madvise(ptr.wrapping_add(start).cast(), len, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = values;
+}
+
 /// `count` zeroed elements of `A` (`0`, `0.0`, `false`) that start on a
 /// [`DATA_ALIGNMENT`]-byte boundary: a vector with room for the alignment in front, and
 /// the index of the first of them in it (the vector's other elements are zero too).

@@ -54,6 +54,8 @@ pub(crate) use buffers::AlignedBytes;
 #[cfg(any(feature = "safetensors", feature = "ndarray"))]
 pub(crate) use buffers::aligned_elements;
 #[cfg(feature = "safetensors")]
+pub(crate) use buffers::huge_pages;
+#[cfg(feature = "safetensors")]
 pub(crate) use buffers::typed::{element_bytes_mut, into_bools};
 #[cfg(feature = "pyo3")]
 pub(crate) use own::ForeignOwner;

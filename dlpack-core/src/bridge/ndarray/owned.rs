@@ -212,8 +212,8 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     ///
     /// An array extracted from a Python argument that is a torch tensor (feature `pyo3`)
     /// follows torch's requires-grad rule for in-place operations, read when the
-    /// argument was extracted (before its import, so that the Python code of that read
-    /// cannot touch imported memory): a tensor that requires grad (a `Parameter`, a
+    /// argument was extracted (just after its import, with torch functions off, so that
+    /// no Python code runs between the import and the write): a tensor that requires grad (a `Parameter`, a
     /// view of one, a result computed from one) is refused with
     /// [`Error::InPlaceRefused`] if grad mode was on (autograd cannot record a write
     /// made outside torch), and written if the call runs under `torch.no_grad()`, where

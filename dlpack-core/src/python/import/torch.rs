@@ -15,7 +15,8 @@
 //!   `sys.modules` decides it, so that removing or replacing torch's entries there
 //!   does not hide a tensor.
 //! - **The flag**: `TensorBase`'s own `requires_grad` descriptor, from the static type's
-//!   dictionary (which Python cannot change), past a subclass's attribute of that name,
+//!   dictionary (which Python code does not change but through the garbage
+//!   collector's referents, deliberately), past a subclass's attribute of that name,
 //!   read with torch functions off (`DisableTorchFunction`) wherever a subclass's
 //!   `__torch_function__` or a torch function mode would answer the read.
 //! - **When**: once, after the import, always with torch functions off, so that it runs
@@ -127,7 +128,7 @@ impl Torch {
         if let Some(native) = &self.native {
             // SAFETY:
             // - `is_grad_enabled` is the `METH_NOARGS` C function of the object
-            //   `self.is_grad_enabled` (checked in `find`), called as CPython calls one:
+            //   `self.is_grad_enabled` (checked in `native`), called as CPython calls one:
             //   its bound module (alive while `self` is) and NULL, on an attached thread;
             // - torch's entry points catch C++ exceptions;
             // - it returns a new reference, or NULL with an exception set.
@@ -146,13 +147,14 @@ impl Torch {
         #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
         if let Some(native) = &self.native {
             // SAFETY:
-            // - `get` is the `tp_descr_get` slot of `getset_descriptor` (checked in
-            //   `find`), the type of `self.requires_grad`: called with that live
-            //   descriptor and a live object, as CPython's attribute look-up calls it;
-            // - the descriptor is from the dictionary of a static type, `TensorBase`
-            //   (which Python cannot change), so the getter it calls is torch's, which
-            //   catches C++ exceptions, and only after checking that the object is a
-            //   `TensorBase` (`descr_check`);
+            // - `get` is the `tp_descr_get` slot of `getset_descriptor`, the exact type
+            //   of `self.requires_grad` (both checked in `native`): called with that
+            //   live descriptor and a live object, as CPython's attribute look-up calls
+            //   it;
+            // - that slot checks that the object is an instance of the descriptor's own
+            //   type before it calls the descriptor's getter, whatever the object;
+            // - the descriptor is `TensorBase`'s own, from its dictionary, so the getter
+            //   is torch's, which catches C++ exceptions;
             // - the third argument, a type, is not read by that slot: the object's type
             //   is passed, borrowed for the call;
             // - the thread is attached;
@@ -239,8 +241,9 @@ fn without_torch_functions(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bo
     let off = torch.disable_torch_function.bind(py).call0()?;
     torch.enter.bind(py).call1((&off,))?;
     let flag = torch.read_flag(obj);
-    let none = py.None();
-    torch.exit.bind(py).call1((&off, &none, &none, &none))?;
+    // (With no exception arguments, which it does not read: no tuple is allocated, so
+    // no garbage collection, and none of the finalizers it could run, starts here.)
+    torch.exit.bind(py).call1((&off,))?;
     flag
 }
 
@@ -262,8 +265,9 @@ fn known_tensor(obj: &Bound<'_, PyAny>) -> Option<&'static Torch> {
         // SAFETY:
         // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
         //   base of a live type, which that type keeps alive (`tp_base` is a strong
-        //   reference); with the GIL held and no Python code running during the walk,
-        //   no type's base changes and nothing is freed;
+        //   reference of a heap type; a static type is never freed); with the GIL
+        //   held and no Python code running during the walk, no type's base changes
+        //   and nothing is freed;
         // - one field is read, not written.
         ty = unsafe { (*ty).tp_base };
     }
@@ -329,7 +333,8 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
     if !is_static_named(&disable_torch_function, "DisableTorchFunction") {
         return None;
     }
-    // (A static type's dictionary, which Python cannot change.)
+    // (A static type's dictionary, which Python code does not change but through the
+    // garbage collector's referents.)
     let methods = disable_torch_function
         .getattr(intern!(py, "__dict__"))
         .ok()?;
@@ -462,8 +467,9 @@ fn tensor_base_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyType>> {
         // SAFETY:
         // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
         //   base of a live type, which that type keeps alive (`tp_base` is a strong
-        //   reference); with the GIL held and no Python code running during the walk,
-        //   no type's base changes and nothing is freed;
+        //   reference of a heap type; a static type is never freed); with the GIL
+        //   held and no Python code running during the walk, no type's base changes
+        //   and nothing is freed;
         // - its fields are read, not written, while the reference lives (this step).
         let this = unsafe { &*ty };
         let (flags, name, base) = (this.tp_flags, this.tp_name, this.tp_base);
