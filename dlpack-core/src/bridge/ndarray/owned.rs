@@ -213,8 +213,8 @@ impl<A: Element, D: Dimension + 'static> DLPackArray<A, D> {
     /// An array extracted from a Python argument that is a torch tensor (feature `pyo3`)
     /// follows torch's requires-grad rule for in-place operations, read when the
     /// argument was extracted (just after its import, with torch functions off, so that
-    /// no Python code runs between the import and the write): a tensor that requires grad (a `Parameter`, a
-    /// view of one, a result computed from one) is refused with
+    /// no Python code runs between the import and the write): a tensor that requires
+    /// grad (a `Parameter`, a view of one, a result computed from one) is refused with
     /// [`Error::InPlaceRefused`] if grad mode was on (autograd cannot record a write
     /// made outside torch), and written if the call runs under `torch.no_grad()`, where
     /// optimizer steps run; a tensor whose flag cannot be read is refused. Only that
