@@ -27,8 +27,8 @@
 //! - **Cost**: where the C API allows it, `is_grad_enabled` and the descriptor's getter
 //!   are called through their entry points (the function checked once to have the
 //!   calling convention its call uses), with no attribute look-up, bound method or
-//!   argument tuple; the walk over a class's bases knows the `TensorBase` of the torch
-//!   already found by its address; an exact NumPy array read in place skips the rule
+//!   argument tuple; a tensor of the torch already found is known by comparing its
+//!   bases with that `TensorBase`; an exact NumPy array read in place skips the rule
 //!   (no torch tensor, no Python code).
 //! - **Grad mode**: `is_grad_enabled` of torch's own module, found in the interpreter's
 //!   table of modules (not the `sys.modules` attribute, which can be rebound): an
@@ -218,13 +218,20 @@ const TENSOR_BASE: [&str; 2] = ["TensorBase", "_TensorBase"];
 /// torch that cannot be trusted is refused. For anything else, a walk over its class's
 /// bases.
 pub(super) fn write_rule(obj: &Bound<'_, PyAny>) -> PyResult<WriteRule> {
-    let Some(base) = tensor_base_of(obj) else {
-        return Ok(WriteRule::Allowed);
+    let py = obj.py();
+    let torch = match known_tensor(obj) {
+        Some(torch) => torch,
+        None => {
+            let Some(base) = tensor_base_of(obj) else {
+                return Ok(WriteRule::Allowed);
+            };
+            let Some(torch) = torch(py, &base) else {
+                return Ok(WriteRule::Refused(TorchRefusal::StandIn));
+            };
+            torch
+        }
     };
-    match torch(obj.py(), &base) {
-        Some(torch) => Ok(WriteRule::Read(torch)),
-        None => Ok(WriteRule::Refused(TorchRefusal::StandIn)),
-    }
+    Ok(WriteRule::Read(torch))
 }
 
 /// [`Torch::read_flag`] under `DisableTorchFunction` (C calls only: no subclass's or mode's
@@ -240,8 +247,39 @@ fn without_torch_functions(torch: &Torch, obj: &Bound<'_, PyAny>) -> PyResult<bo
     flag
 }
 
-/// Torch's objects, once found ([`torch`]); [`tensor_base_of`] knows its `TensorBase`.
+/// Torch's objects, once found ([`torch`]).
 static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+
+/// Torch's objects if `obj` is a tensor of the torch already found: its class derives,
+/// base by base, from that `TensorBase` (pointers compared, no name read); `None` for
+/// anything else, which [`tensor_base_of`] then walks by name.
+#[cfg(not(any(Py_LIMITED_API, Py_GIL_DISABLED)))]
+fn known_tensor(obj: &Bound<'_, PyAny>) -> Option<&'static Torch> {
+    let torch = TORCH.get(obj.py())?;
+    let tensor_base = torch.tensor_base.as_ptr().cast::<ffi::PyTypeObject>();
+    let mut ty = obj.get_type_ptr();
+    while !ty.is_null() {
+        if ty == tensor_base {
+            return Some(torch);
+        }
+        // SAFETY:
+        // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
+        //   base of a live type, which that type keeps alive (`tp_base` is a strong
+        //   reference of a heap type; a static type is never freed); with the GIL
+        //   held and no Python code running during the walk, no type's base changes
+        //   and nothing is freed;
+        // - one field is read, not written.
+        ty = unsafe { (*ty).tp_base };
+    }
+    None
+}
+
+/// [`known_tensor`] where a type's fields are not for reading: always `None`, and
+/// [`tensor_base_of`] walks the bases.
+#[cfg(any(Py_LIMITED_API, Py_GIL_DISABLED))]
+fn known_tensor(_: &Bound<'_, PyAny>) -> Option<&'static Torch> {
+    None
+}
 
 /// Torch's objects, once its own module is found and agrees with `base` (the
 /// `TensorBase` a tensor derives from); `None` while it cannot be trusted.
@@ -421,21 +459,11 @@ fn is_static(ty: &Bound<'_, PyType>) -> bool {
 /// The static type named `torch._C.TensorBase` that `obj`'s class derives from, base by
 /// base; `None` for anything else (a NumPy array: two steps). With the GIL and the full
 /// C API, the type objects' own fields are read (no Python code runs meanwhile, so no
-/// base changes under the walk); the `TensorBase` of the torch already found is known
-/// by its address, before any name is read.
+/// base changes under the walk).
 #[cfg(not(any(Py_LIMITED_API, Py_GIL_DISABLED)))]
 fn tensor_base_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyType>> {
-    let known = TORCH
-        .get(obj.py())
-        .map(|torch| torch.tensor_base.as_ptr().cast::<ffi::PyTypeObject>());
     let mut ty = obj.get_type_ptr();
     while !ty.is_null() {
-        if known == Some(ty) {
-            // SAFETY: the live `TensorBase` that `TORCH` holds, borrowed for as long as
-            // `obj`.
-            let found = unsafe { Bound::from_borrowed_ptr(obj.py(), ty.cast()) };
-            return found.cast_into::<PyType>().ok();
-        }
         // SAFETY:
         // - `ty` is a live type object: `obj`'s type, which `obj` keeps alive, or the
         //   base of a live type, which that type keeps alive (`tp_base` is a strong
