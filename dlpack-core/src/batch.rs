@@ -39,7 +39,7 @@ use crate::tensor::ManagedTensor;
 ///
 /// | methods | feature |
 /// |---|---|
-/// | `read_safetensors`, `map_safetensors`, `write_safetensors`, `write_checkpoint` | `safetensors` |
+/// | `read_safetensors`, `map_safetensors`, `map_checkpoint`, `write_safetensors`, `write_checkpoint` | `safetensors` |
 /// | to and from a Python `dict` (`IntoPyObject`, `FromPyObject`) | `pyo3` |
 #[derive(Default)]
 pub struct TensorBatch {

@@ -888,6 +888,10 @@ fn alternate_maps(dir: &Path, shards: &[PathBuf], rounds: usize) {
                 // mapped.
                 black_box(unsafe { Checkpoint::open(dir).unwrap().map() }.unwrap());
             }),
+            ("TensorBatch::map_checkpoint", &mut || {
+                // SAFETY: as above.
+                black_box(unsafe { TensorBatch::map_checkpoint(dir) }.unwrap());
+            }),
             ("map_safetensors of each of the 4 shards", &mut || {
                 for shard in shards {
                     // SAFETY: as above.

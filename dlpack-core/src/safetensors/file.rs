@@ -17,7 +17,7 @@ use crate::ffi::DLPACK_FLAG_BITMASK_IS_COPIED;
 use crate::layout::{self, Positions};
 use crate::tensor::ManagedTensor;
 
-use super::header::{self, Header, LENGTH_BYTES, header_length, invalid};
+use super::header::{self, Entry, Header, LENGTH_BYTES, header_length, invalid};
 use super::read::{Made, Part, buffer, c_strides, empty_strides, not_a_bool};
 
 /// Opens `path` for reading: its file and length. Only a regular file (or a link to
@@ -160,41 +160,82 @@ fn alignment(dtype: DataType) -> usize {
     1 << (bits / 8).trailing_zeros().min(4)
 }
 
-/// Maps `file` (at `path`) privately and makes a tensor over the mapping for each entry
-/// of its header that `keep` accepts (`None` for the others), in the header's order:
-/// O(header), pages read from the file when first touched. The header is parsed from
-/// the mapping itself. See [`TensorBatch::map_safetensors`] for the tensors made.
+/// Maps `file` (at `path`, `file_len` bytes long as its status gave when it was opened)
+/// privately and makes a tensor over the mapping for each entry of its header that
+/// `keep` accepts (by its index and the entry; `None` for the
+/// others), in the header's order: O(header), pages read from the file when first
+/// touched. The header is parsed from the mapping itself. See
+/// [`TensorBatch::map_safetensors`] for the tensors made.
 ///
 /// # Safety
 ///
-/// As for [`TensorBatch::map_safetensors`].
+/// - `file_len` is `file`'s length as its status gave it within the call whose
+///   contract the caller keeps (so that the file, unmodified since, still has it);
+/// - as for [`TensorBatch::map_safetensors`].
 pub(super) unsafe fn map_file(
     path: &Path,
     file: &File,
-    keep: impl FnMut(usize) -> bool,
+    file_len: u64,
+    keep: impl FnMut(usize, &Entry) -> bool,
 ) -> Result<(Header, Vec<Option<ManagedTensor>>)> {
-    // SAFETY: the caller's contract is `map_safetensors`'.
-    let map = unsafe { map_copy(path, file) }?;
-    // What was mapped is what is parsed, whatever the file's length said before.
-    let header = {
-        let bytes: &[u8] = &map;
-        let n = header_length(path, bytes, bytes.len() as u64)?;
-        header::parse(
-            path,
-            &bytes[LENGTH_BYTES..LENGTH_BYTES + n],
-            bytes.len() as u64,
-        )?
-    };
-    let mut keep = keep;
-    let whole = |index: usize| {
-        let entry = &header.entries[index];
-        keep(index).then(|| Part::whole(&entry.shape, entry.end - entry.begin))
-    };
-    // SAFETY:
-    // - `header` was parsed from this mapping;
-    // - the caller's contract is `map_safetensors`'.
-    let tensors = unsafe { mapped_tensors(path, map, &header, whole) }?;
-    Ok((header, tensors))
+    // SAFETY: the caller's contract is this function's.
+    unsafe { MappedFile::new(path, file, file_len) }?.tensors(keep)
+}
+
+/// A private mapping of a safetensors file and the header parsed from it, before any
+/// tensor is made over it ([`MappedFile::tensors`]).
+pub(super) struct MappedFile {
+    map: MmapMut,
+    /// Parsed from `map` (never replaced: what `tensors` relies on).
+    header: Header,
+}
+
+impl MappedFile {
+    /// Maps `file` (at `path`, `file_len` bytes long as its status gave when it was
+    /// opened) and parses its header from the mapping.
+    ///
+    /// # Safety
+    ///
+    /// As for [`map_file`], `file_len` included.
+    pub(super) unsafe fn new(path: &Path, file: &File, file_len: u64) -> Result<Self> {
+        // SAFETY: the caller's contract is this function's, which is `map_copy`'s.
+        let map = unsafe { map_copy(path, file, file_len) }?;
+        // What was mapped is what is parsed, whatever the file's length said before.
+        let header = {
+            let bytes: &[u8] = &map;
+            let n = header_length(path, bytes, bytes.len() as u64)?;
+            header::parse(
+                path,
+                &bytes[LENGTH_BYTES..LENGTH_BYTES + n],
+                bytes.len() as u64,
+            )?
+        };
+        Ok(Self { map, header })
+    }
+
+    /// The header, as parsed from the mapping.
+    pub(super) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// A tensor over the mapping for each entry of the header that `keep` accepts (by
+    /// its index and the entry; `None` for the others), in the header's order, and the
+    /// header. See [`TensorBatch::map_safetensors`] for the tensors made.
+    pub(super) fn tensors(
+        self,
+        mut keep: impl FnMut(usize, &Entry) -> bool,
+    ) -> Result<(Header, Vec<Option<ManagedTensor>>)> {
+        let Self { map, header } = self;
+        let whole = |index: usize| {
+            let entry = &header.entries[index];
+            keep(index, entry).then(|| Part::whole(&entry.shape, entry.end - entry.begin))
+        };
+        // SAFETY:
+        // - `header` was parsed from this mapping (`new`), and nothing replaces it;
+        // - the mapping was made under `map_safetensors`' contract (`new`'s caller's).
+        let tensors = unsafe { mapped_tensors(&header.path, map, &header, whole) }?;
+        Ok((header, tensors))
+    }
 }
 
 /// Maps a file of a checkpoint whose header `header` was parsed from the bytes `json`
@@ -216,8 +257,12 @@ pub(super) unsafe fn map_opened(
     json: &[u8],
     part: impl FnMut(usize) -> Option<Part>,
 ) -> Result<Vec<Option<ManagedTensor>>> {
-    // SAFETY: the caller's contract is `map_safetensors`'.
-    let map = unsafe { map_copy(path, file) }?;
+    // The length now, which the mapping is checked against.
+    let file_len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    // SAFETY:
+    // - `file_len` is the file's length as its status gave it just now;
+    // - the caller's contract is `map_safetensors`'.
+    let map = unsafe { map_copy(path, file, file_len) }?;
     let length = (json.len() as u64).to_le_bytes();
     let same = map.len() as u64 == header.file_len
         && map.get(..LENGTH_BYTES) == Some(&length[..])
@@ -238,14 +283,14 @@ pub(super) fn changed(path: &Path) -> Error {
     invalid(path, None, "the file changed since it was opened")
 }
 
-/// A private, writable mapping of the whole of `file`, at least the 8 bytes of a
-/// header's length long.
+/// A private, writable mapping of the whole of `file`, `file_len` bytes (its length
+/// as its status gave it, during the call whose contract the caller keeps), at least
+/// the 8 bytes of a header's length long.
 ///
 /// # Safety
 ///
-/// As for [`TensorBatch::map_safetensors`].
-unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
-    let file_len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+/// As for [`map_file`], `file_len` included.
+unsafe fn map_copy(path: &Path, file: &File, file_len: u64) -> Result<MmapMut> {
     if file_len < LENGTH_BYTES as u64 {
         // Too short for the header's length: an error (and nothing to map).
         header_length(path, &[], file_len)?;
@@ -254,13 +299,14 @@ unsafe fn map_copy(path: &Path, file: &File) -> Result<MmapMut> {
     let len = usize::try_from(file_len).map_err(|_| Error::io(path, &too_long()))?;
     // SAFETY:
     // - a private, writable mapping of the whole file (`len` is the length its status
-    //   gave just now, passed on so that memmap2 does not ask again): writes go to
+    //   gave, passed on so that memmap2 does not ask again): writes go to
     //   private pages; no swap is reserved for them up front (so that a file larger
     //   than memory maps), and a page is found when it is first written, as for any
     //   memory under overcommit;
-    // - the caller guarantees that the file is neither modified nor truncated while
-    //   the mapping (kept by the tensors) lives, so that its pages hold the file's
-    //   bytes and stay readable.
+    // - the caller guarantees that `len` is the file's length from its status, and
+    //   that the file is neither modified nor truncated from then on while the
+    //   mapping (kept by the tensors) lives, so that its pages hold the file's bytes
+    //   and stay readable.
     unsafe { MmapOptions::new().len(len).no_reserve_swap().map_copy(file) }
         .map_err(|e| Error::io(path, &e))
 }

@@ -43,12 +43,18 @@ pub(super) fn is_shard_name(name: &str) -> bool {
         .is_some_and(|(k, n)| digits(k) && digits(n))
 }
 
+/// Each tensor's place in the index, by its name (hashed with seeds of the process's
+/// own, which a file written beforehand cannot know).
+pub(super) type Places<'a> = HashMap<Cow<'a, str>, usize, foldhash::fast::RandomState>;
+
 /// A parsed and checked index, borrowing its names from the index's text where it can.
 #[derive(Debug)]
 pub(super) struct Index<'a> {
     /// Every tensor the index lists, in the index's order, with its shard's position in
     /// `shards`.
     pub(super) weight_map: Vec<(Cow<'a, str>, usize)>,
+    /// Each tensor's place in `weight_map`, by its name.
+    pub(super) places: Places<'a>,
     /// The shards' file names, each once, in the order the index first names them.
     pub(super) shards: Vec<String>,
     /// The index's `metadata`: strings as they are, other values as JSON text.
@@ -71,10 +77,10 @@ pub(super) fn parse<'a>(path: &Path, json: &'a [u8]) -> Result<Index<'a>> {
         .map_err(|e| invalid(path, None, format!("the index is not UTF-8: {e}")))?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let raw = deserializer
-        .deserialize_map(IndexVisitor)
+        .deserialize_map(IndexVisitor(json.len()))
         .and_then(|raw| deserializer.end().map(|()| raw))
         .map_err(|e| invalid(path, None, format!("the index is not valid JSON: {e}")))?;
-    let Some(entries) = raw.weight_map else {
+    let Some((entries, places)) = raw.weight_map else {
         return Err(invalid(
             path,
             None,
@@ -130,6 +136,7 @@ pub(super) fn parse<'a>(path: &Path, json: &'a [u8]) -> Result<Index<'a>> {
         .collect();
     Ok(Index {
         weight_map,
+        places,
         shards,
         metadata,
     })
@@ -162,14 +169,18 @@ fn check_shard_name(name: &str) -> core::result::Result<(), &'static str> {
     }
 }
 
+/// The `weight_map` as written (names and shards, in order), and each name's place in it.
+type RawWeightMap<'a> = (Vec<(Cow<'a, str>, ShardName<'a>)>, Places<'a>);
+
 /// What the index's JSON holds, before the checks.
 struct RawIndex<'a> {
-    weight_map: Option<Vec<(Cow<'a, str>, ShardName<'a>)>>,
+    weight_map: Option<RawWeightMap<'a>>,
     metadata: Option<Vec<(String, serde_json::Value)>>,
 }
 
-/// Reads the index's top-level object, refusing a key given twice.
-struct IndexVisitor;
+/// Reads the index's top-level object (of this many bytes), refusing a key given
+/// twice.
+struct IndexVisitor(usize);
 
 impl<'de> Visitor<'de> for IndexVisitor {
     type Value = RawIndex<'de>;
@@ -192,7 +203,7 @@ impl<'de> Visitor<'de> for IndexVisitor {
                 return Err(de::Error::custom(format!("the key `{key}` appears twice")));
             }
             match key.as_str() {
-                "weight_map" => raw.weight_map = map.next_value_seed(WeightMap)?,
+                "weight_map" => raw.weight_map = map.next_value_seed(WeightMap(self.0))?,
                 "metadata" => raw.metadata = map.next_value_seed(Entries("metadata", "key"))?,
                 // Other keys, which later writers may add, are read and left alone.
                 _ => {
@@ -317,14 +328,14 @@ impl<'de> Visitor<'de> for ShardNameVisitor {
     }
 }
 
-/// Reads the `weight_map` object in order, refusing a tensor named twice; `null` is no
-/// object.
-struct WeightMap;
+/// Reads the `weight_map` object (of an index of this many bytes) in order, refusing a
+/// tensor named twice; `null` is no object.
+struct WeightMap(usize);
 
 seed_is_visitor!(WeightMap, deserialize_any);
 
 impl<'de> Visitor<'de> for WeightMap {
-    type Value = Option<Vec<(Cow<'de, str>, ShardName<'de>)>>;
+    type Value = Option<RawWeightMap<'de>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("`weight_map` to be an object")
@@ -338,22 +349,25 @@ impl<'de> Visitor<'de> for WeightMap {
         self,
         mut map: A,
     ) -> core::result::Result<Self::Value, A::Error> {
-        let mut entries = Vec::new();
+        // Room for as many names as an index of this length holds, at about 64 bytes
+        // a line (a few thousand at most: past that, grown as they come).
+        let guess = (self.0 / 64).min(1 << 12);
+        let mut entries = Vec::with_capacity(guess);
+        let mut places = Places::with_capacity_and_hasher(guess, Default::default());
         while let Some(name) = map.next_key_seed(Text)? {
+            // (A borrowed name is a pointer to copy; one with escapes is copied.)
+            if places.insert(name.clone(), entries.len()).is_some() {
+                return Err(de::Error::custom(format!(
+                    "the tensor `{name}` appears twice in `weight_map`"
+                )));
+            }
             entries.push((name, map.next_value()?));
         }
-        let names = entries.iter().map(|(name, _)| &**name);
-        if let Some(name) = twice(names) {
-            return Err(de::Error::custom(format!(
-                "the tensor `{name}` appears twice in `weight_map`"
-            )));
-        }
-        Ok(Some(entries))
+        Ok(Some((entries, places)))
     }
 }
 
-/// A key that `keys` holds twice, if any: sorted, it stands beside itself (cheaper than
-/// hashing each).
+/// A key that `keys` holds twice, if any: sorted, it stands beside itself.
 fn twice<'k>(keys: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let mut keys: Vec<&str> = keys.collect();
     keys.sort_unstable();

@@ -67,7 +67,9 @@
 //! [`Checkpoint::read`] then reads only the tensors a type takes, straight into the
 //! buffers its fields keep, with several threads, converting floats only when asked
 //! ([`ReadOptions::convert_floats`]); [`TensorBatch::write_checkpoint`] writes the same
-//! layout.
+//! layout. [`TensorBatch::map_checkpoint`] (`unsafe`) maps every shard instead, each
+//! header parsed once from its mapping: the one call for a checkpoint that is only
+//! mapped.
 //!
 //! - **The index is the allowlist.** Only the tensors its `weight_map` lists exist,
 //!   each read from the shard the index names for it, never from another shard that

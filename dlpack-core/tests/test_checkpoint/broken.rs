@@ -56,6 +56,16 @@ fn refused(index: &str) -> (Error, String) {
     hand_made(dir.path(), index);
     let err = Checkpoint::open(dir.path()).unwrap_err();
     let text = err.to_string();
+    // (Miri cannot map files.)
+    if !cfg!(miri) {
+        // SAFETY: the test's own files, which nothing modifies while mapped.
+        let mapped = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap_err();
+        assert_eq!(
+            mapped.to_string(),
+            text,
+            "map_checkpoint refuses as open does"
+        );
+    }
     (err, text)
 }
 
@@ -173,6 +183,11 @@ fn broken_shards_are_typed_errors_naming_the_shard_and_tensor() {
         }
         std::fs::write(&shard, &bytes).unwrap();
         let err = Checkpoint::open(dir.path()).unwrap_err();
+        if !cfg!(miri) {
+            // SAFETY: the test's own files, which nothing modifies while mapped.
+            let mapped = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap_err();
+            assert_eq!(mapped.to_string(), err.to_string(), "{damage}");
+        }
         let Error::Tensor { name, error } = &err else {
             panic!("{damage}: {err:?}")
         };
@@ -348,4 +363,74 @@ fn wrong_paths_say_what_was_found_and_what_to_open() {
             dir.path().display()
         )
     );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps files")]
+fn map_checkpoint_finds_the_errors_open_finds_in_the_order_open_finds_them() {
+    // `x`, listed first, is in neither shard; shard two's header is garbled: the
+    // garbled header is the error (headers are read before names are matched), and
+    // without it the missing `x`, before the missing `y` of shard two.
+    let index = r#"{"weight_map": {"x": "one.safetensors", "a": "one.safetensors", "y": "two.safetensors", "b": "two.safetensors"}}"#;
+    for garble in [true, false] {
+        let dir = folder();
+        hand_made(dir.path(), index);
+        if garble {
+            let shard = dir.path().join("two.safetensors");
+            let mut bytes = std::fs::read(&shard).unwrap();
+            bytes[9] = b'!';
+            std::fs::write(&shard, &bytes).unwrap();
+        }
+        let opened = Checkpoint::open(dir.path()).unwrap_err();
+        // SAFETY: the test's own files, which nothing modifies while mapped.
+        let mapped = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap_err();
+        assert_eq!(mapped.to_string(), opened.to_string());
+        let named = match &mapped {
+            Error::Tensor { name, .. } => name.clone(),
+            Error::InvalidFile { tensor, .. } => tensor.clone().unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(named, if garble { "y" } else { "x" }, "{mapped}");
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "maps files")]
+fn map_checkpoint_reads_every_header_before_it_makes_a_tensor() {
+    // Shard one's `bool` holds a byte 2 (an error of `map`); shard two is missing (an
+    // error of `open`): the missing shard is the error, as `open` + `map` finds it.
+    let dir = folder();
+    let header = r#"{"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.push(2);
+    std::fs::write(dir.path().join("one.safetensors"), &bytes).unwrap();
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}}"#,
+    )
+    .unwrap();
+    let opened = Checkpoint::open(dir.path()).unwrap_err();
+    // SAFETY: the test's own files, which nothing modifies while mapped.
+    let mapped = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap_err();
+    assert_eq!(mapped.to_string(), opened.to_string());
+    assert!(
+        matches!(&mapped, Error::Tensor { name, error } if name == "b"
+            && matches!(**error, Error::Io { kind: std::io::ErrorKind::NotFound, .. })),
+        "{mapped}"
+    );
+    // With shard two there, the byte is the error, as `map` finds it.
+    let two = TensorBatch::try_from(vec![(
+        "b",
+        Array1::from_elem(2, 1.0f32).to_dlpack().unwrap(),
+    )])
+    .unwrap();
+    two.write_safetensors(dir.path().join("two.safetensors"))
+        .unwrap();
+    // SAFETY: as above.
+    let opened = unsafe { Checkpoint::open(dir.path()).unwrap().map() }.unwrap_err();
+    // SAFETY: as above.
+    let mapped = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap_err();
+    assert_eq!(mapped.to_string(), opened.to_string());
+    assert!(mapped.to_string().contains("byte 2"), "{mapped}");
 }

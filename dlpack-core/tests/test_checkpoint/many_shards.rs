@@ -108,6 +108,14 @@ fn a_checkpoint_of_more_shards_than_the_limit_of_open_files_opens_reads_and_maps
         mapped.get("t0777").unwrap().as_array::<f32, Ix1>().unwrap()[0],
         777.0
     );
+    // A map in one call closes each shard once mapped.
+    // SAFETY: as above.
+    let mapped = unsafe { TensorBatch::map_checkpoint(&dir) }.unwrap();
+    assert_eq!(mapped.len(), 1100);
+    assert_eq!(
+        mapped.get("t1099").unwrap().as_array::<f32, Ix1>().unwrap()[0],
+        1099.0
+    );
     // Several open at once stay within the limit too.
     let more: Vec<Checkpoint> = (0..3).map(|_| Checkpoint::open(&dir).unwrap()).collect();
     assert!(

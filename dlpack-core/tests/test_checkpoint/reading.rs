@@ -210,3 +210,47 @@ fn a_mapped_checkpoint_takes_each_tensor_from_its_shard() {
     let again: Model<f32> = Checkpoint::open(dir.path()).unwrap().read().unwrap();
     assert_eq!(again, model(3, 8));
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "maps files")]
+fn map_checkpoint_gives_what_open_and_map_give() {
+    let dir = folder();
+    save(model(3, 8), dir.path(), 500);
+    let index = dir.path().join("model.safetensors.index.json");
+    let single = folder();
+    save(model(1, 4), single.path(), 1 << 20);
+    let file = single.path().join("model.safetensors");
+    for path in [dir.path(), index.as_path(), single.path(), file.as_path()] {
+        // SAFETY: nothing modifies the files while the batches live.
+        let mapped = unsafe { TensorBatch::map_checkpoint(path) }.unwrap();
+        // SAFETY: as above.
+        let opened = unsafe { Checkpoint::open(path).unwrap().map() }.unwrap();
+        assert_eq!(
+            mapped.names().collect::<Vec<_>>(),
+            opened.names().collect::<Vec<_>>(),
+            "{path:?}"
+        );
+        assert_eq!(mapped.metadata(), opened.metadata(), "{path:?}");
+        assert_eq!(mapped.metadata()["format"], "pt");
+        for ((name, a), (_, b)) in mapped.iter().zip(opened.iter()) {
+            assert_eq!(a.dtype(), b.dtype(), "{name}");
+            assert_eq!(a.shape(), b.shape(), "{name}");
+            // Each a view of its own mapping, exclusive and writable.
+            assert_ne!(a.data_ptr(), b.data_ptr(), "{name}");
+            assert!(a.is_exclusive() && !a.is_read_only(), "{name}");
+            assert_eq!(
+                a.as_array::<f32, ndarray::IxDyn>().unwrap(),
+                b.as_array::<f32, ndarray::IxDyn>().unwrap(),
+                "{name}"
+            );
+        }
+    }
+    // SAFETY: as above.
+    let batch = unsafe { TensorBatch::map_checkpoint(dir.path()) }.unwrap();
+    let mut loaded = Model::<f32>::from_dlpack(batch).unwrap();
+    assert_eq!(loaded, model(3, 8));
+    // Private: the files keep their values.
+    loaded.layers[0].weight[[0, 0]] = 1e9;
+    let again: Model<f32> = Checkpoint::open(dir.path()).unwrap().read().unwrap();
+    assert_eq!(again, model(3, 8));
+}

@@ -20,7 +20,8 @@ use crate::tensor::ManagedTensor;
 use crate::traits::FromDLPack;
 
 use super::file::{
-    Identity, big_endian, changed, identity, map_opened, open, open_identified, read_header,
+    Identity, MappedFile, big_endian, changed, identity, map_opened, open, open_identified,
+    read_header,
 };
 use super::header::{Header, MAX_HEADER, invalid};
 use super::index::{self, INDEX_NAME, SINGLE_NAME};
@@ -169,30 +170,9 @@ impl Checkpoint {
     ///   [`TensorBatch::read_safetensors`] refuses in a header, a truncated data
     ///   section included.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
-        if meta.is_dir() {
-            let index = path.join(INDEX_NAME);
-            if index.is_file() {
-                return Self::open_index(&index);
-            }
-            let single = path.join(SINGLE_NAME);
-            if single.is_file() {
-                return Self::open_file(&single);
-            }
-            let err = std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "the folder holds neither {INDEX_NAME} nor {SINGLE_NAME}{}",
-                    other_weights(path)
-                ),
-            );
-            return Err(Error::io(path, &err));
-        }
-        if path.extension().is_some_and(|e| e == "json") {
-            Self::open_index(path)
-        } else {
-            Self::open_file(path)
+        match resolve(path.as_ref())? {
+            Published::Index(index) => Self::open_index(&index),
+            Published::File(file) => Self::open_file(&file),
         }
     }
 
@@ -224,27 +204,9 @@ impl Checkpoint {
 
     /// A checkpoint of the shards an index lists.
     fn open_index(path: &Path) -> Result<Self> {
-        let (file, len) = open(path)?;
-        let too_long = |len| {
-            let reason = format!("the index has {len} bytes, above the limit of {MAX_HEADER}");
-            invalid(path, None, reason)
-        };
-        if len > MAX_HEADER as u64 {
-            return Err(too_long(len));
-        }
-        // The length its status gave, in one read (a file that grew since is read as
-        // it was: its JSON then ends where the status said, or fails to parse).
-        let mut json = Vec::new();
-        let len = len as usize;
-        json.try_reserve_exact(len)
-            .map_err(|_| Error::AllocationFailed { bytes: len })?;
-        json.resize(len, 0);
-        std::io::Read::read_exact(&mut &file, &mut json).map_err(|e| Error::io(path, &e))?;
+        let json = read_index(path)?;
         let index = index::parse(path, &json)?;
-        let folder = match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
+        let folder = folder_of(path);
         // Each shard opened once, in the order the index first names it.
         // (The first tensor the index places in each shard, for errors.)
         let mut first = vec![""; index.shards.len()];
@@ -269,38 +231,32 @@ impl Checkpoint {
                 listed,
             });
         }
-        // Each tensor in the shard the index names, by name: each header's names sorted
-        // once, and searched.
-        let sorted: Vec<Vec<(&str, usize)>> = shards
-            .iter()
-            .map(|shard| {
-                let entries = shard.header.entries.iter().enumerate();
-                let mut names: Vec<(&str, usize)> =
-                    entries.map(|(i, e)| (e.name.as_str(), i)).collect();
-                names.sort_unstable();
-                names
-            })
-            .collect();
-        let mut tensors = Vec::with_capacity(index.weight_map.len());
-        for (name, shard) in &index.weight_map {
-            let (name, shard) = (&**name, *shard);
-            let names = &sorted[shard];
-            let Ok(at) = names.binary_search_by(|&(n, _)| n.cmp(name)) else {
-                let file_name = &index.shards[shard];
+        // Each tensor in the shard the index names, found by its name.
+        let mut found: Vec<Option<Stored>> = index.weight_map.iter().map(|_| None).collect();
+        for (at, shard) in shards.iter_mut().enumerate() {
+            let entries = shard.header.entries.iter().enumerate();
+            for ((k, entry), listed) in entries.zip(&mut shard.listed) {
+                let place = index.places.get(entry.name.as_str()).copied();
+                if let Some(i) = place.filter(|&i| index.weight_map[i].1 == at) {
+                    found[i] = Some(Stored {
+                        shard: at,
+                        entry: k,
+                    });
+                    *listed = Some(i);
+                }
+            }
+        }
+        let mut tensors = Vec::with_capacity(found.len());
+        for ((name, shard), stored) in index.weight_map.iter().zip(found) {
+            let Some(stored) = stored else {
+                let file_name = &index.shards[*shard];
                 return Err(invalid(
                     path,
                     Some(name),
                     format!("the index places it in `{file_name}`, which does not hold it"),
                 ));
             };
-            tensors.push(Stored {
-                shard,
-                entry: names[at].1,
-            });
-        }
-        drop(sorted);
-        for (i, stored) in tensors.iter().enumerate() {
-            shards[stored.shard].listed[stored.entry] = Some(i);
+            tensors.push(stored);
         }
         // The shards' `__metadata__`, the first shard's value where two differ.
         let mut metadata = BTreeMap::new();
@@ -491,6 +447,8 @@ impl Checkpoint {
     /// copy, flagged `IS_COPIED`; `bool` tensors are read once, to check their bytes.
     /// Each shard's mapping must hold the header read when it was opened, at the length
     /// the file had then (else an [`Error::InvalidFile`]: the shard changed since).
+    /// For a checkpoint that is only mapped, [`TensorBatch::map_checkpoint`] gives the
+    /// same batch in one call, parsing each header once, from its mapping.
     ///
     /// # Errors
     ///
@@ -620,6 +578,206 @@ impl Checkpoint {
                 })
             })
             .collect()
+    }
+}
+
+impl TensorBatch {
+    /// Maps every tensor of a checkpoint into memory, as
+    /// [`map_safetensors`](Self::map_safetensors) maps one file: `path` is what
+    /// [`Checkpoint::open`] takes (a safetensors file, an index, or a folder holding
+    /// either), and the batch is the one `Checkpoint::open(path)?.map()` gives: every
+    /// tensor the index lists, in the index's order, a view into a private
+    /// (copy-on-write) mapping of the shard the index names for it (never another
+    /// shard's tensor of that name), with the shards' metadata. Each header is parsed
+    /// once, from its shard's mapping, where `open` and then `map` read it from the file
+    /// and check it again in the mapping: for a checkpoint that is only mapped, this
+    /// costs what mapping its shards one by one costs, and the index.
+    ///
+    /// A misaligned tensor gets one aligned copy, flagged `IS_COPIED`; `bool` tensors
+    /// are read once, to check their bytes. Each shard's file is closed once it is
+    /// mapped (the mapping keeps it), so a checkpoint of any number of shards maps
+    /// within a process's limit of open files (each shard is still one mapping, of
+    /// the 65,530 a Linux process has by default).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Checkpoint::open`] (the index, a shard's file and header, a tensor
+    /// the index lists that its shard does not hold), in the order it finds them, then
+    /// those of [`Checkpoint::map`] (a `bool` tensor holding a byte other than 0 or 1,
+    /// a misaligned tensor's copy that cannot be allocated, an empty name). A shard
+    /// that cannot be mapped is an [`Error::Io`] found with its header, in the
+    /// [`Error::Tensor`] of the first tensor the index places there. No tensor leaks on
+    /// any error.
+    ///
+    /// # Safety
+    ///
+    /// As for [`map_safetensors`](Self::map_safetensors), for the file, or for every
+    /// shard the index names: none is modified or truncated from the call until the
+    /// last tensor of the batch, or anything made from one without a copy, is dropped.
+    ///
+    /// ```no_run
+    /// use dlpack_core::TensorBatch;
+    ///
+    /// # fn main() -> dlpack_core::Result<()> {
+    /// // SAFETY: nothing modifies the checkpoint's files while the batch lives.
+    /// let weights = unsafe { TensorBatch::map_checkpoint("gpt2/") }?;
+    /// println!("{} tensors", weights.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub unsafe fn map_checkpoint(path: impl AsRef<Path>) -> Result<Self> {
+        match resolve(path.as_ref())? {
+            // SAFETY: the caller's contract is this function's, for the one file.
+            Published::File(file) => unsafe { Self::map_safetensors(file) },
+            // SAFETY: the caller's contract is this function's.
+            Published::Index(index) => unsafe { map_index(&index) },
+        }
+    }
+}
+
+/// [`TensorBatch::map_checkpoint`] of the index at `path`: each shard mapped and its
+/// header parsed from the mapping, in the order the index first names it, then the
+/// tensors made over the mappings; the errors of [`Checkpoint::open`] in the order it
+/// finds them (the index, then each shard's file and header, then a tensor the index
+/// lists that its shard does not hold), then those of [`Checkpoint::map`].
+///
+/// # Safety
+///
+/// As for [`TensorBatch::map_checkpoint`].
+unsafe fn map_index(path: &Path) -> Result<TensorBatch> {
+    let json = read_index(path)?;
+    let index = index::parse(path, &json)?;
+    let folder = folder_of(path);
+    // The first tensor the index places in each shard (for errors, as `open` names one).
+    let mut first = vec![""; index.shards.len()];
+    for (name, shard) in index.weight_map.iter().rev() {
+        first[*shard] = name;
+    }
+    // Each shard mapped, its header parsed from the mapping, and each entry's place in
+    // the index where the index lists it in this shard; which of the index's tensors
+    // were found.
+    let mut mapped = Vec::with_capacity(index.shards.len());
+    let mut found = vec![false; index.weight_map.len()];
+    for (at, (file_name, &first)) in index.shards.iter().zip(&first).enumerate() {
+        let shard_path = folder.join(file_name);
+        let (file, identity) = open_identified(&shard_path).map_err(|e| e.in_tensor(first))?;
+        // SAFETY:
+        // - `identity.len` is the shard's length as its status gave it just now;
+        // - the caller's contract is `map_safetensors`' for this shard.
+        let shard = unsafe { MappedFile::new(&shard_path, &file, identity.len) }
+            .map_err(|e| e.in_tensor(first))?;
+        // (The mapping keeps the file: it is closed now, whatever the number of shards.)
+        drop(file);
+        let places: Vec<Option<usize>> = (shard.header().entries.iter())
+            .map(|entry| {
+                let place = index.places.get(entry.name.as_str()).copied();
+                let place = place.filter(|&i| index.weight_map[i].1 == at);
+                if let Some(i) = place {
+                    found[i] = true;
+                }
+                place
+            })
+            .collect();
+        mapped.push((shard, places));
+    }
+    // The first tensor (in the index's order) that its shard does not hold.
+    if let Some(i) = found.iter().position(|found| !found) {
+        let (name, shard) = &index.weight_map[i];
+        let file_name = &index.shards[*shard];
+        return Err(invalid(
+            path,
+            Some(name),
+            format!("the index places it in `{file_name}`, which does not hold it"),
+        ));
+    }
+    // The tensors, by their places in the index.
+    let mut made: Vec<Option<ManagedTensor>> = index.weight_map.iter().map(|_| None).collect();
+    let mut metadata = BTreeMap::new();
+    for (shard, places) in mapped {
+        let (header, tensors) = shard.tensors(|entry, _| places[entry].is_some())?;
+        for (place, tensor) in places.iter().zip(tensors) {
+            if let (Some(i), Some(tensor)) = (place, tensor) {
+                made[*i] = Some(tensor);
+            }
+        }
+        // The shards' `__metadata__`, the first shard's value where two differ.
+        for (key, value) in header.metadata {
+            metadata.entry(key).or_insert(value);
+        }
+    }
+    let mut batch = TensorBatch::with_capacity(made.len());
+    for ((name, _), tensor) in index.weight_map.iter().zip(made) {
+        let name: &str = name;
+        let tensor = tensor.ok_or_else(|| invalid(path, Some(name), "not made (listed twice?)"))?;
+        // Names are unique (the index's check); a batch refuses the empty one, which
+        // a file may hold.
+        batch
+            .insert(name, tensor)
+            .map_err(|e| invalid(path, Some(name), e.to_string()))?;
+    }
+    *batch.metadata_mut() = metadata;
+    Ok(batch)
+}
+
+/// What a checkpoint's path names, as [`Checkpoint::open`] reads it: an index, or one
+/// safetensors file.
+enum Published {
+    Index(PathBuf),
+    File(PathBuf),
+}
+
+/// The index or the one file that `path` names: itself, or for a folder the index
+/// (preferred) or `model.safetensors` in it.
+fn resolve(path: &Path) -> Result<Published> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if meta.is_dir() {
+        let index = path.join(INDEX_NAME);
+        if index.is_file() {
+            return Ok(Published::Index(index));
+        }
+        let single = path.join(SINGLE_NAME);
+        if single.is_file() {
+            return Ok(Published::File(single));
+        }
+        let err = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "the folder holds neither {INDEX_NAME} nor {SINGLE_NAME}{}",
+                other_weights(path)
+            ),
+        );
+        return Err(Error::io(path, &err));
+    }
+    Ok(if path.extension().is_some_and(|e| e == "json") {
+        Published::Index(path.to_owned())
+    } else {
+        Published::File(path.to_owned())
+    })
+}
+
+/// The text of the index at `path`, refused above the format's limit on a header.
+fn read_index(path: &Path) -> Result<Vec<u8>> {
+    let (file, len) = open(path)?;
+    if len > MAX_HEADER as u64 {
+        let reason = format!("the index has {len} bytes, above the limit of {MAX_HEADER}");
+        return Err(invalid(path, None, reason));
+    }
+    // The length its status gave, in one read (a file that grew since is read as it
+    // was: its JSON then ends where the status said, or fails to parse).
+    let mut json = Vec::new();
+    let len = len as usize;
+    json.try_reserve_exact(len)
+        .map_err(|_| Error::AllocationFailed { bytes: len })?;
+    json.resize(len, 0);
+    std::io::Read::read_exact(&mut &file, &mut json).map_err(|e| Error::io(path, &e))?;
+    Ok(json)
+}
+
+/// The folder of the index at `path`, where its shards are.
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
     }
 }
 

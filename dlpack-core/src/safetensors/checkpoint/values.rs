@@ -737,9 +737,11 @@ impl TensorBatch {
     ///   page past its end is touched. The same contract as memmap2's `Mmap::map`.
     pub unsafe fn map_safetensors(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let (file, _) = open(path)?;
-        // SAFETY: the caller's contract is this function's.
-        let (header, tensors) = unsafe { map_file(path, &file, |_| true) }?;
+        let (file, file_len) = open(path)?;
+        // SAFETY:
+        // - `file_len` is the file's length as its status gave it just now;
+        // - the caller's contract is this function's.
+        let (header, tensors) = unsafe { map_file(path, &file, file_len, |_, _| true) }?;
         assemble(header, tensors)
     }
 }
