@@ -279,7 +279,7 @@ pub enum Error {
     ///   `ReadOptions::convert_floats` (feature `safetensors`).
     #[error(
         "state_dict does not fit: {}",
-        state_dict_text(missing, unexpected, failed)
+        state_dict_text(missing, unexpected, failed, &ToString::to_string)
     )]
     StateDict {
         /// Names the value expects that the batch does not have.
@@ -306,7 +306,7 @@ pub enum Error {
     /// a byte) whose parts would not start on whole bytes. Found from the headers,
     /// before anything is read; the error names the tensor (in an [`Error::Tensor`]).
     /// Python: `ValueError`.
-    #[error("{}", split_text(shape, *dim, *world_size, *dtype))]
+    #[error("{}", split_text(&format!("{shape:?}"), shape, *dim, *world_size, *dtype))]
     InvalidSplit {
         /// The full tensor's extents, as the file stores them.
         shape: Vec<usize>,
@@ -477,9 +477,17 @@ fn rank_text(rank: usize, world_size: usize) -> String {
     }
 }
 
-fn split_text(shape: &[usize], dim: usize, world_size: usize, dtype: DataType) -> String {
+/// [`Error::InvalidSplit`]'s message, its shape written `shown` (Rust's `[4, 6]`, or
+/// Python's `(4, 6)`).
+pub(crate) fn split_text(
+    shown: &str,
+    shape: &[usize],
+    dim: usize,
+    world_size: usize,
+    dtype: DataType,
+) -> String {
     let head = format!(
-        "cannot split a tensor of shape {shape:?} along dimension {dim} between \
+        "cannot split a tensor of shape {shown} along dimension {dim} between \
          {world_size} ranks"
     );
     match shape.get(dim) {
@@ -547,7 +555,14 @@ fn empty_container_text(name: &str, kind: &str, like: &[String]) -> String {
     )
 }
 
-fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) -> String {
+/// [`Error::StateDict`]'s message after its first words, each error among `failed` that
+/// is shown as it is written by `render` (its `Display`, or in Python's words).
+pub(crate) fn state_dict_text(
+    missing: &[String],
+    unexpected: &[String],
+    failed: &[Error],
+    render: &dyn Fn(&Error) -> String,
+) -> String {
     let mut parts = Vec::new();
     let mut missing: Vec<&str> = missing.iter().map(String::as_str).collect();
     let mut unexpected: Vec<&str> = unexpected.iter().map(String::as_str).collect();
@@ -563,7 +578,7 @@ fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) 
                     like.iter().map(String::as_str).collect();
                 unexpected.retain(|n| !like.contains(n));
             }
-            Error::LoneShard { .. } => hints.push(err.to_string()),
+            Error::LoneShard { .. } => hints.push(render(err)),
             other => rest.push(other),
         }
     }
@@ -604,12 +619,12 @@ fn state_dict_text(missing: &[String], unexpected: &[String], failed: &[Error]) 
     for err in others {
         let text = match err {
             Error::Tensor { name, error } if matches!(**error, Error::InvalidSplit { .. }) => {
-                Some((name.as_str(), error.to_string()))
+                Some((name.as_str(), render(error)))
             }
             _ => None,
         };
         let Some((name, text)) = text else {
-            splits.push((err.to_string(), Vec::new()));
+            splits.push((render(err), Vec::new()));
             continue;
         };
         match splits

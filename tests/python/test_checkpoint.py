@@ -229,7 +229,7 @@ def test_each_tensor_parallel_rank_of_a_llama_reads_its_chunk(ext, tmp_path):
         ext.llama_rank(str(tmp_path), 4, 4)
     # 64 rows of `q_proj` do not split between 3 ranks: refused before reading, naming
     # the tensors (grouped by pattern, one line for each way they fail), their full
-    # shape, the dimension and the world size.
+    # shape (as Python writes it), the dimension and the world size.
     def cannot(names, shape, dim, extent):
         listed = ", ".join(f"'model.layers.{{0,1}}.{n}.weight' (2)" for n in names)
         return (
@@ -239,10 +239,10 @@ def test_each_tensor_parallel_rank_of_a_llama_reads_its_chunk(ext, tmp_path):
 
     attn = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"]
     message = "state_dict does not fit: " + "; ".join([
-        cannot(attn, "[64, 64]", 0, 64),
-        cannot(["self_attn.o_proj"], "[64, 64]", 1, 64),
-        cannot(["mlp.gate_proj", "mlp.up_proj"], "[128, 64]", 0, 128),
-        cannot(["mlp.down_proj"], "[64, 128]", 1, 128),
+        cannot(attn, "(64, 64)", 0, 64),
+        cannot(["self_attn.o_proj"], "(64, 64)", 1, 64),
+        cannot(["mlp.gate_proj", "mlp.up_proj"], "(128, 64)", 0, 128),
+        cannot(["mlp.down_proj"], "(64, 128)", 1, 128),
     ])
     before = rchar()
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):

@@ -91,6 +91,20 @@ pub(super) fn python_message(err: &Error) -> String {
             py_tuple(expected),
             py_tuple(found)
         ),
+        Error::InvalidSplit {
+            shape,
+            dim,
+            world_size,
+            dtype,
+        } => crate::error::split_text(&py_tuple(shape), shape, *dim, *world_size, *dtype),
+        Error::StateDict {
+            missing,
+            unexpected,
+            failed,
+        } => {
+            let text = crate::error::state_dict_text(missing, unexpected, failed, &python_message);
+            format!("state_dict does not fit: {text}").replace('`', "'")
+        }
         // The reader is the extension's author, testing from Python: the fix is in the
         // extension (passing a copy does not help: it is shared too).
         Error::NotExclusive => "shared tensor: this function writes in place into memory \
