@@ -340,6 +340,23 @@ STAND_INS = {
         saved = sys.modules
         sys.modules = {}
     """,
+    # TensorBase's own dictionary rewritten (through the garbage collector), its
+    # `requires_grad` another of its getters, one that answers False.
+    "rewritten-requires-grad": """
+        import gc, torch
+        tensor_base = gc.get_referents(torch._C.TensorBase.__dict__)[0]
+        real = tensor_base["requires_grad"]
+        tensor_base["requires_grad"] = tensor_base["is_sparse"]
+    """,
+    # DisableTorchFunction's own dictionary rewritten, its `__exit__` a Python function.
+    "rewritten-exit": """
+        import gc, torch
+        methods = gc.get_referents(torch._C.DisableTorchFunction.__dict__)[0]
+        real = methods["__exit__"]
+        def python_exit(self, *args):
+            print("python ran")
+        methods["__exit__"] = python_exit
+    """,
 }
 
 RESTORE = {
@@ -352,6 +369,8 @@ RESTORE = {
     "other-static-type": "torch._C.TensorBase = real",
     "deleted-module": 'sys.modules["torch._C"] = real_c',
     "rebound-sys-modules": "sys.modules = saved",
+    "rewritten-requires-grad": 'tensor_base["requires_grad"] = real',
+    "rewritten-exit": 'methods["__exit__"] = real',
 }
 
 
@@ -396,6 +415,8 @@ print("values", w.detach().tolist())
     # refused all the same (the rule is torch's object's own) or, where the stand-in
     # hides the real module, read as a plain import: never written in grad mode.
     assert "during: written" not in lines, child.stdout
+    # No Python code runs between an import and its write.
+    assert "python ran" not in lines, child.stdout
 
 
 def test_a_class_whose_mro_leaves_torch_out_is_still_a_torch_tensor(ext):

@@ -15,10 +15,14 @@
 //!   `sys.modules` decides it, so that removing or replacing torch's entries there
 //!   does not hide a tensor.
 //! - **The flag**: `TensorBase`'s own `requires_grad` descriptor, from the static type's
-//!   dictionary (which Python code does not change but through the garbage
-//!   collector's referents, deliberately), past a subclass's attribute of that name,
-//!   read with torch functions off (`DisableTorchFunction`) wherever a subclass's
-//!   `__torch_function__` or a torch function mode would answer the read.
+//!   dictionary, past a subclass's attribute of that name, read with torch functions
+//!   off (`DisableTorchFunction`) wherever a subclass's `__torch_function__` or a
+//!   torch function mode would answer the read. Python code changes a static type's
+//!   dictionary only through the garbage collector's referents, deliberately; what is
+//!   found there is checked to be, exactly, a C descriptor that type made under that
+//!   name (its `__objclass__` and `__name__`, C fields), and so are
+//!   `DisableTorchFunction`'s own `__enter__` and `__exit__`: anything else is a
+//!   stand-in.
 //! - **When**: once, after the import, always with torch functions off, so that it runs
 //!   no Python code (nothing between the import and the write can free or move the
 //!   memory) and sees what the import may have done (the class's own `__dlpack__` can
@@ -324,6 +328,9 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
         .getattr(intern!(py, "__dict__"))
         .and_then(|dict| dict.get_item(intern!(py, "requires_grad")))
         .ok()?;
+    if !is_descriptor(&requires_grad, Descriptor::GetSet, base, "requires_grad") {
+        return None;
+    }
     let is_grad_enabled = c_function(&c, "is_grad_enabled")?;
     let disable_torch_function = c
         .getattr(intern!(py, "DisableTorchFunction"))
@@ -340,6 +347,12 @@ fn find(py: Python<'_>, base: &Bound<'_, PyType>) -> Option<Torch> {
         .ok()?;
     let enter = methods.get_item(intern!(py, "__enter__")).ok()?;
     let exit = methods.get_item(intern!(py, "__exit__")).ok()?;
+    let own_method = |method: &Bound<'_, PyAny>, name| {
+        is_descriptor(method, Descriptor::Method, &disable_torch_function, name)
+    };
+    if !own_method(&enter, "__enter__") || !own_method(&exit, "__exit__") {
+        return None;
+    }
     #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
     let native = native(&c, &is_grad_enabled, &requires_grad);
     Some(Torch {
@@ -407,6 +420,48 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
         .getattr(intern!(py, "__self__"))
         .is_ok_and(|owner| owner.is(c));
     (is_c_function && named && bound_to_c).then_some(function)
+}
+
+/// The kinds of descriptor the rule takes from torch's static types.
+#[derive(Clone, Copy)]
+enum Descriptor {
+    /// A `getset_descriptor` (an attribute with a C getter).
+    GetSet,
+    /// A `method_descriptor` (a C method).
+    Method,
+}
+
+/// Whether `descriptor` is, exactly, a descriptor of that kind that `owner` defines
+/// under `name`: what the type's own dictionary holds unless that dictionary was
+/// rewritten (through the garbage collector's referents), which this tells. A
+/// descriptor's `__objclass__` and `__name__` are its C fields, set when it is made
+/// and read-only.
+fn is_descriptor(
+    descriptor: &Bound<'_, PyAny>,
+    kind: Descriptor,
+    owner: &Bound<'_, PyType>,
+    name: &str,
+) -> bool {
+    let py = descriptor.py();
+    // (The descriptor types of CPython's C API, part of its stable ABI.)
+    #[cfg(not(any(PyPy, GraalPy)))]
+    {
+        let exact = match kind {
+            Descriptor::GetSet => &raw mut ffi::PyGetSetDescr_Type,
+            Descriptor::Method => &raw mut ffi::PyMethodDescr_Type,
+        };
+        if descriptor.get_type_ptr() != exact {
+            return false;
+        }
+    }
+    #[cfg(any(PyPy, GraalPy))]
+    let _ = kind;
+    descriptor
+        .getattr(intern!(py, "__objclass__"))
+        .is_ok_and(|class| class.is(owner))
+        && descriptor
+            .getattr(intern!(py, "__name__"))
+            .is_ok_and(|n| is_str(&n, name))
 }
 
 /// Whether `ty` is a static type of torch's module named `name` (its `__module__` and
