@@ -286,6 +286,7 @@ fn main() {
     let folder = std::env::var_os("DLPACK_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| temp.path().to_owned());
+    std::fs::create_dir_all(&folder).unwrap();
     let gpt2_path = model_file(&folder, "gpt2.safetensors", 768, 50257);
     let out = folder.join("out.safetensors");
     if let Ok(op) = std::env::var("DLPACK_BENCH_MEMORY") {
