@@ -61,6 +61,18 @@ pub(super) struct Index<'a> {
     pub(super) metadata: BTreeMap<String, String>,
 }
 
+impl Index<'_> {
+    /// The first tensor the index places in each shard, by the shard's position in
+    /// `shards`: the name an error about a shard's file names.
+    pub(super) fn first_of_each_shard(&self) -> Vec<&str> {
+        let mut first = vec![""; self.shards.len()];
+        for (name, shard) in self.weight_map.iter().rev() {
+            first[*shard] = name;
+        }
+        first
+    }
+}
+
 /// Parses and checks the index text `json` of the file `path`.
 pub(super) fn parse<'a>(path: &Path, json: &'a [u8]) -> Result<Index<'a>> {
     if json.len() > MAX_HEADER {

@@ -208,11 +208,7 @@ impl Checkpoint {
         let index = index::parse(path, &json)?;
         let folder = folder_of(path);
         // Each shard opened once, in the order the index first names it.
-        // (The first tensor the index places in each shard, for errors.)
-        let mut first = vec![""; index.shards.len()];
-        for (name, shard) in index.weight_map.iter().rev() {
-            first[*shard] = name;
-        }
+        let first = index.first_of_each_shard();
         let mut shards: Vec<Shard> = Vec::with_capacity(index.shards.len());
         for (file_name, &name) in index.shards.iter().zip(&first) {
             let shard_path = folder.join(file_name);
@@ -648,11 +644,7 @@ unsafe fn map_index(path: &Path) -> Result<TensorBatch> {
     let json = read_index(path)?;
     let index = index::parse(path, &json)?;
     let folder = folder_of(path);
-    // The first tensor the index places in each shard (for errors, as `open` names one).
-    let mut first = vec![""; index.shards.len()];
-    for (name, shard) in index.weight_map.iter().rev() {
-        first[*shard] = name;
-    }
+    let first = index.first_of_each_shard();
     // Each shard mapped, its header parsed from the mapping, and each entry's place in
     // the index where the index lists it in this shard; which of the index's tensors
     // were found.
