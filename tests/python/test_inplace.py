@@ -357,6 +357,61 @@ STAND_INS = {
             print("python ran")
         methods["__exit__"] = python_exit
     """,
+    # TensorBase's `is_sparse` getter as its `requires_grad`, with the names Python
+    # reads of a descriptor (`getset_descriptor`'s own dictionary, rewritten) lying.
+    "forged-descriptor-name": """
+        import gc, torch
+        tensor_base = gc.get_referents(torch._C.TensorBase.__dict__)[0]
+        real = tensor_base["requires_grad"]
+        fake = tensor_base["is_sparse"]
+        getset = gc.get_referents(type(fake).__dict__)[0]
+        real_name = getset["__name__"]
+        getset["__name__"] = property(
+            lambda d: "requires_grad" if d is fake else real_name.__get__(d)
+        )
+        sys._clear_type_cache()
+        tensor_base["requires_grad"] = fake
+    """,
+    # `object.__reduce__` (a C method whose call runs Python code) as
+    # DisableTorchFunction's `__exit__`, its owner and name lying the same way.
+    "forged-method-owner": """
+        import copyreg, gc, torch
+        off_type = torch._C.DisableTorchFunction
+        methods = gc.get_referents(off_type.__dict__)[0]
+        real = methods["__exit__"]
+        fake = object.__dict__["__reduce__"]
+        described = gc.get_referents(type(fake).__dict__)[0]
+        real_owner, real_name = described["__objclass__"], described["__name__"]
+        described["__objclass__"] = property(
+            lambda d: off_type if d is fake else real_owner.__get__(d)
+        )
+        described["__name__"] = property(
+            lambda d: "__exit__" if d is fake else real_name.__get__(d)
+        )
+        real_reduce_ex = copyreg._reduce_ex
+        def python_reduce_ex(*args):
+            print("python ran")
+        copyreg._reduce_ex = python_reduce_ex
+        sys._clear_type_cache()
+        methods["__exit__"] = fake
+    """,
+    # Another C function without arguments, bound to something else (a list), as
+    # torch's `is_grad_enabled`, its name and bound object lying the same way.
+    "forged-c-function": """
+        import gc, torch
+        real = torch._C.is_grad_enabled
+        victim = [1, 2, 3].clear
+        functions = gc.get_referents(type(victim).__dict__)[0]
+        real_name, real_self = functions["__name__"], functions["__self__"]
+        functions["__name__"] = property(
+            lambda f: "is_grad_enabled" if f is victim else real_name.__get__(f)
+        )
+        functions["__self__"] = property(
+            lambda f: torch._C if f is victim else real_self.__get__(f)
+        )
+        sys._clear_type_cache()
+        torch._C.is_grad_enabled = victim
+    """,
 }
 
 RESTORE = {
@@ -371,6 +426,14 @@ RESTORE = {
     "rebound-sys-modules": "sys.modules = saved",
     "rewritten-requires-grad": 'tensor_base["requires_grad"] = real',
     "rewritten-exit": 'methods["__exit__"] = real',
+    "forged-descriptor-name": 'tensor_base["requires_grad"] = real; '
+    'getset["__name__"] = real_name; sys._clear_type_cache()',
+    "forged-method-owner": 'methods["__exit__"] = real; '
+    'described["__objclass__"], described["__name__"] = real_owner, real_name; '
+    "copyreg._reduce_ex = real_reduce_ex; sys._clear_type_cache()",
+    "forged-c-function": "torch._C.is_grad_enabled = real; "
+    'functions["__name__"], functions["__self__"] = real_name, real_self; '
+    "sys._clear_type_cache()",
 }
 
 

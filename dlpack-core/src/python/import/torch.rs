@@ -20,7 +20,9 @@
 //!   torch function mode would answer the read. Python code changes a static type's
 //!   dictionary only through the garbage collector's referents, deliberately; what is
 //!   found there is checked to be, exactly, a C descriptor that type made under that
-//!   name (its `__objclass__` and `__name__`, C fields), and so are
+//!   name (its `d_type` and `d_name`, C fields read from the object itself, since
+//!   `__objclass__` and `__name__` are looked up in the descriptor type's own
+//!   dictionary, which can be rewritten the same way), and so are
 //!   `DisableTorchFunction`'s own `__enter__` and `__exit__`: anything else is a
 //!   stand-in.
 //! - **When**: once, after the import, always with torch functions off, so that it runs
@@ -133,7 +135,9 @@ impl Torch {
             // SAFETY:
             // - `is_grad_enabled` is the `METH_NOARGS` C function of the object
             //   `self.is_grad_enabled` (checked in `native`), called as CPython calls one:
-            //   its bound module (alive while `self` is) and NULL, on an attached thread;
+            //   with its own bound object, `native.module` (the function's `m_self`,
+            //   compared in `c_function`; alive while `self` is) and NULL, on an attached
+            //   thread;
             // - torch's entry points catch C++ exceptions;
             // - it returns a new reference, or NULL with an exception set.
             let result =
@@ -157,8 +161,9 @@ impl Torch {
             //   it;
             // - that slot checks that the object is an instance of the descriptor's own
             //   type before it calls the descriptor's getter, whatever the object;
-            // - the descriptor is `TensorBase`'s own, from its dictionary, so the getter
-            //   is torch's, which catches C++ exceptions;
+            // - the descriptor is one `TensorBase` made (its `d_type`, checked in
+            //   `is_descriptor`), so the getter is torch's, which catches C++
+            //   exceptions;
             // - the third argument, a type, is not read by that slot: the object's type
             //   is passed, borrowed for the call;
             // - the thread is attached;
@@ -412,14 +417,48 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
     let function = c.getattr(PyString::intern(py, name)).ok()?;
     // SAFETY: a live object; the thread is attached; it compares one pointer.
     let is_c_function = unsafe { ffi::PyCFunction_CheckExact(function.as_ptr()) } != 0;
-    // (A C function's name is its definition's, which Python cannot change.)
-    let named = function
-        .getattr(intern!(py, "__name__"))
-        .is_ok_and(|n| is_str(&n, name));
-    let bound_to_c = function
-        .getattr(intern!(py, "__self__"))
-        .is_ok_and(|owner| owner.is(c));
-    (is_c_function && named && bound_to_c).then_some(function)
+    if !is_c_function {
+        return None;
+    }
+    // (Its definition's name and its bound object, read from the C object where the C
+    // API allows it: through Python, `builtin_function_or_method`'s own dictionary,
+    // which the garbage collector's referents can rewrite, would answer.)
+    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
+    let (named, bound_to_c) = {
+        let object = function.as_ptr().cast::<ffi::PyCFunctionObject>();
+        // SAFETY:
+        // - `function` is live and exactly a `builtin_function_or_method` (checked
+        //   above), whose object is a `PyCFunctionObject`; the thread is attached;
+        // - one field is read (no reference made), which is set when the function is
+        //   made and never written after.
+        let def = unsafe { (*object).m_ml };
+        // SAFETY: as above.
+        let owner = unsafe { (*object).m_self };
+        let def_name = if def.is_null() {
+            core::ptr::null()
+        } else {
+            // SAFETY:
+            // - a non-NULL `m_ml` is the function's `PyMethodDef`, which lives at
+            //   least as long as the function (C data of the extension that made it);
+            // - its `ml_name` is read, not written.
+            unsafe { (*def).ml_name }
+        };
+        // SAFETY: a non-NULL `ml_name` is the NUL-terminated name the extension gave the
+        // definition, valid as long as the definition.
+        let named = !def_name.is_null()
+            && unsafe { CStr::from_ptr(def_name) }.to_bytes() == name.as_bytes();
+        (named, owner == c.as_ptr())
+    };
+    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    let (named, bound_to_c) = (
+        function
+            .getattr(intern!(py, "__name__"))
+            .is_ok_and(|n| is_str(&n, name)),
+        function
+            .getattr(intern!(py, "__self__"))
+            .is_ok_and(|owner| owner.is(c)),
+    );
+    (named && bound_to_c).then_some(function)
 }
 
 /// The kinds of descriptor the rule takes from torch's static types.
@@ -433,9 +472,11 @@ enum Descriptor {
 
 /// Whether `descriptor` is, exactly, a descriptor of that kind that `owner` defines
 /// under `name`: what the type's own dictionary holds unless that dictionary was
-/// rewritten (through the garbage collector's referents), which this tells. A
-/// descriptor's `__objclass__` and `__name__` are its C fields, set when it is made
-/// and read-only.
+/// rewritten (through the garbage collector's referents), which this tells. Where the
+/// C API allows it, the descriptor's type, owner (`d_type`) and name (`d_name`) are read
+/// from the C object, set when it was made: through Python, `__objclass__` and
+/// `__name__` are looked up in the descriptor type's own dictionary, which can be
+/// rewritten the same way.
 fn is_descriptor(
     descriptor: &Bound<'_, PyAny>,
     kind: Descriptor,
@@ -454,22 +495,69 @@ fn is_descriptor(
             return false;
         }
     }
-    #[cfg(any(PyPy, GraalPy))]
-    let _ = kind;
-    descriptor
-        .getattr(intern!(py, "__objclass__"))
-        .is_ok_and(|class| class.is(owner))
-        && descriptor
-            .getattr(intern!(py, "__name__"))
-            .is_ok_and(|n| is_str(&n, name))
+    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
+    {
+        let object = descriptor.as_ptr().cast::<ffi::PyDescrObject>();
+        // SAFETY:
+        // - `descriptor` is live and exactly a `getset_descriptor` or a
+        //   `method_descriptor` (checked above), whose objects begin with a
+        //   `PyDescrObject`; the thread is attached;
+        // - one field is read (no reference made), which is set when the descriptor is
+        //   made and never written after.
+        let d_type = unsafe { (*object).d_type };
+        // SAFETY: as above.
+        let d_name = unsafe { (*object).d_name };
+        if d_type != owner.as_type_ptr() || d_name.is_null() {
+            return false;
+        }
+        // SAFETY:
+        // - `d_name` is not NULL, and is a strong reference the descriptor holds for
+        //   as long as it lives (set when it was made, never replaced): borrowed here
+        //   while `descriptor` is.
+        let d_name = unsafe { Bound::from_borrowed_ptr(py, d_name) };
+        is_str(&d_name, name)
+    }
+    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    {
+        #[cfg(any(PyPy, GraalPy))]
+        let _ = kind;
+        descriptor
+            .getattr(intern!(py, "__objclass__"))
+            .is_ok_and(|class| class.is(owner))
+            && descriptor
+                .getattr(intern!(py, "__name__"))
+                .is_ok_and(|n| is_str(&n, name))
+    }
 }
 
 /// Whether `ty` is a static type of torch's module named `name` (its `__module__` and
-/// `__name__` come from its C name then).
+/// `__name__` come from its C name then). Where the C API allows it, that C name
+/// (`tp_name`) is read itself: before Python 3.11 `__name__`, and before 3.13
+/// `__module__`, are looked up in `type`'s own dictionary, which the garbage
+/// collector's referents can rewrite.
 fn is_static_named(ty: &Bound<'_, PyType>, name: &str) -> bool {
-    is_static(ty)
-        && ty.module().is_ok_and(|m| is_str(m.as_any(), "torch._C"))
-        && ty.name().is_ok_and(|n| is_str(n.as_any(), name))
+    if !is_static(ty) {
+        return false;
+    }
+    #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
+    {
+        // SAFETY:
+        // - `ty` is a live type object (held by the `Bound`); its `tp_name` is read,
+        //   not written; the thread is attached.
+        let tp_name = unsafe { (*ty.as_type_ptr()).tp_name };
+        // SAFETY: a static type's `tp_name` is a NUL-terminated string that lives as
+        // long as the type (C data of the extension that defines it).
+        !tp_name.is_null()
+            && unsafe { CStr::from_ptr(tp_name) }
+                .to_bytes()
+                .strip_prefix(b"torch._C.")
+                .is_some_and(|rest| rest == name.as_bytes())
+    }
+    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    {
+        ty.module().is_ok_and(|m| is_str(m.as_any(), "torch._C"))
+            && ty.name().is_ok_and(|n| is_str(n.as_any(), name))
+    }
 }
 
 /// Whether `obj` is a `str` equal to `text`.
