@@ -449,7 +449,18 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
             && unsafe { CStr::from_ptr(def_name) }.to_bytes() == name.as_bytes();
         (named, owner == c.as_ptr())
     };
-    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    // (The stable ABI: the bound object by the C API, the name by the type's own C
+    // `repr`, which formats the definition's name for a function bound to a module and
+    // which a dictionary rewritten does not change.)
+    #[cfg(all(Py_LIMITED_API, not(any(PyPy, GraalPy))))]
+    let (named, bound_to_c) = (
+        repr_is(&function, &format!("<built-in function {name}>")),
+        // SAFETY: `function` is live and exactly a C function (checked above), which
+        // `PyCFunction_GetSelf` takes; the thread is attached; it reads one field and
+        // returns it borrowed (compared, not used).
+        unsafe { ffi::PyCFunction_GetSelf(function.as_ptr()) } == c.as_ptr(),
+    );
+    #[cfg(any(PyPy, GraalPy))]
     let (named, bound_to_c) = (
         function
             .getattr(intern!(py, "__name__"))
@@ -483,6 +494,7 @@ fn is_descriptor(
     owner: &Bound<'_, PyType>,
     name: &str,
 ) -> bool {
+    #[cfg(not(all(Py_LIMITED_API, not(any(PyPy, GraalPy)))))]
     let py = descriptor.py();
     // (The descriptor types of CPython's C API, part of its stable ABI.)
     #[cfg(not(any(PyPy, GraalPy)))]
@@ -517,9 +529,32 @@ fn is_descriptor(
         let d_name = unsafe { Bound::from_borrowed_ptr(py, d_name) };
         is_str(&d_name, name)
     }
-    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    // (The stable ABI: the descriptor's own C `repr`, which formats `d_name` and its
+    // owner's C name and which a dictionary rewritten does not change, against the
+    // owner's, a static type's C name.)
+    #[cfg(all(Py_LIMITED_API, not(any(PyPy, GraalPy))))]
     {
-        #[cfg(any(PyPy, GraalPy))]
+        let Some(owner_name) = owner.repr().ok().and_then(|r| {
+            r.to_cow().ok().and_then(|r| {
+                r.strip_prefix("<class '")
+                    .and_then(|r| r.strip_suffix("'>"))
+                    .map(str::to_owned)
+            })
+        }) else {
+            return false;
+        };
+        let what = match kind {
+            Descriptor::GetSet => "attribute",
+            Descriptor::Method => "method",
+        };
+        is_static(owner)
+            && repr_is(
+                descriptor,
+                &format!("<{what} '{name}' of '{owner_name}' objects>"),
+            )
+    }
+    #[cfg(any(PyPy, GraalPy))]
+    {
         let _ = kind;
         descriptor
             .getattr(intern!(py, "__objclass__"))
@@ -553,11 +588,25 @@ fn is_static_named(ty: &Bound<'_, PyType>, name: &str) -> bool {
                 .strip_prefix(b"torch._C.")
                 .is_some_and(|rest| rest == name.as_bytes())
     }
-    #[cfg(any(Py_LIMITED_API, PyPy, GraalPy))]
+    // (The stable ABI: `type`'s own C `repr`, which a static type's C name makes.)
+    #[cfg(all(Py_LIMITED_API, not(any(PyPy, GraalPy))))]
+    {
+        repr_is(ty.as_any(), &format!("<class 'torch._C.{name}'>"))
+    }
+    #[cfg(any(PyPy, GraalPy))]
     {
         ty.module().is_ok_and(|m| is_str(m.as_any(), "torch._C"))
             && ty.name().is_ok_and(|n| is_str(n.as_any(), name))
     }
+}
+
+/// Whether `repr(obj)` is `text`: for the objects it is asked of (exact C types: a C
+/// function, a descriptor, a static type), their type's C `tp_repr` slot, which
+/// formats C fields and runs no Python code.
+#[cfg(all(Py_LIMITED_API, not(any(PyPy, GraalPy))))]
+fn repr_is(obj: &Bound<'_, PyAny>, text: &str) -> bool {
+    obj.repr()
+        .is_ok_and(|r| r.to_cow().is_ok_and(|r| r == text))
 }
 
 /// Whether `obj` is a `str` equal to `text`.
