@@ -425,10 +425,11 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
     // which the garbage collector's referents can rewrite, would answer.)
     #[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
     let (named, bound_to_c) = {
-        let object = function.as_ptr().cast::<ffi::PyCFunctionObject>();
+        let object = function.as_ptr().cast::<CFunctionHead>();
         // SAFETY:
         // - `function` is live and exactly a `builtin_function_or_method` (checked
-        //   above), whose object is a `PyCFunctionObject`; the thread is attached;
+        //   above), whose object is a `PyCFunctionObject`, which begins as
+        //   `CFunctionHead` does; the thread is attached;
         // - one field is read (no reference made), which is set when the function is
         //   made and never written after.
         let def = unsafe { (*object).m_ml };
@@ -470,6 +471,17 @@ fn c_function<'py>(c: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny
             .is_ok_and(|owner| owner.is(c)),
     );
     (named && bound_to_c).then_some(function)
+}
+
+/// The first fields of CPython's `PyCFunctionObject` (the same in every version this
+/// crate builds for), laid out as C lays them out: pyo3-ffi's declaration of the whole
+/// object does not fix its layout (`repr(C)`).
+#[cfg(not(any(Py_LIMITED_API, PyPy, GraalPy)))]
+#[repr(C)]
+struct CFunctionHead {
+    ob_base: ffi::PyObject,
+    m_ml: *mut ffi::PyMethodDef,
+    m_self: *mut ffi::PyObject,
 }
 
 /// The kinds of descriptor the rule takes from torch's static types.
