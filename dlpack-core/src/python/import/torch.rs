@@ -546,6 +546,10 @@ fn is_descriptor(
     // owner's, a static type's C name.)
     #[cfg(all(Py_LIMITED_API, not(any(PyPy, GraalPy))))]
     {
+        // (A static owner first: its `repr` is then `type`'s C one.)
+        if !is_static(owner) {
+            return false;
+        }
         let Some(owner_name) = owner.repr().ok().and_then(|r| {
             r.to_cow().ok().and_then(|r| {
                 r.strip_prefix("<class '")
@@ -559,11 +563,10 @@ fn is_descriptor(
             Descriptor::GetSet => "attribute",
             Descriptor::Method => "method",
         };
-        is_static(owner)
-            && repr_is(
-                descriptor,
-                &format!("<{what} '{name}' of '{owner_name}' objects>"),
-            )
+        repr_is(
+            descriptor,
+            &format!("<{what} '{name}' of '{owner_name}' objects>"),
+        )
     }
     #[cfg(any(PyPy, GraalPy))]
     {
